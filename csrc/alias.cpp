@@ -1,0 +1,100 @@
+#include "alias.h"
+
+#include "allocator.h"
+#include "device_state.h"
+
+#include <c10/core/TensorImpl.h>
+
+namespace localneuron {
+namespace {
+
+constexpr c10::DispatchKeySet kHostKeys(c10::DispatchKey::CPU);
+constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
+
+struct AdoptedBytes {
+  c10::DataPtr host;     // taken over when nothing else refers to the host storage
+  c10::Storage shared;   // otherwise the host storage is kept alive
+  int64_t bytes;
+  c10::DeviceIndex device;
+};
+
+void release_adopted_bytes(void* ctx) {
+  auto* a = static_cast<AdoptedBytes*>(ctx);
+  release_adopted(a->device, a->bytes);
+  delete a;
+}
+
+}  // namespace
+
+at::Tensor cpu_alias(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return t;
+  const c10::StorageImpl* st = t.storage().unsafeGetStorageImpl();
+  // Non-owning: the caller keeps `t` alive for as long as the host kernel runs.
+  c10::Storage host(c10::Storage::use_byte_size_t{}, st->nbytes(),
+                    c10::DataPtr(const_cast<void*>(st->data()), c10::Device(c10::DeviceType::CPU)),
+                    alias_allocator(), /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), kHostKeys, t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {
+  if (!host.defined() || !host.is_cpu()) return host;
+  c10::StorageImpl* hs = host.storage().unsafeGetStorageImpl();
+  const size_t nbytes = hs->nbytes();
+  c10::DataPtr data;
+  if (nbytes == 0) {
+    data = c10::DataPtr(nullptr, c10::Device(kNeuron, device));
+  } else if (is_device_block(hs->data_ptr()) && host.storage().use_count() == 1) {
+    // Device bytes a host kernel obtained by resizing an alias: hand them over as they are.
+    data = hs->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+    hs->set_nbytes(0);
+    data.unsafe_set_device(c10::Device(kNeuron, device));
+  } else {
+    account_adopted(device, static_cast<int64_t>(nbytes));
+    void* ptr = hs->mutable_data();
+    auto* ctx = new AdoptedBytes{c10::DataPtr(), c10::Storage(), static_cast<int64_t>(nbytes), device};
+    if (host.storage().use_count() == 1) {
+      ctx->host = hs->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+      hs->set_nbytes(0);
+    } else {
+      ctx->shared = host.storage();
+    }
+    data = c10::DataPtr(ptr, ctx, &release_adopted_bytes, c10::Device(kNeuron, device));
+  }
+  c10::Storage storage(c10::Storage::use_byte_size_t{}, nbytes, std::move(data), device_allocator(),
+                       /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), kDeviceKeys, host.dtype());
+  impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor view_like(const at::Tensor& base, const at::Tensor& host_view) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
+                                                   base.key_set(), host_view.dtype());
+  impl->set_sizes_and_strides(host_view.sizes(), host_view.strides(), host_view.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+void sync_back(const at::Tensor& device_tensor, const at::Tensor& alias) {
+  c10::StorageImpl* ds = device_tensor.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* as = alias.storage().unsafeGetStorageImpl();
+  if (as->data() != ds->data() || as->nbytes() != ds->nbytes()) {
+    TORCH_INTERNAL_ASSERT(is_device_block(as->data_ptr()) || as->nbytes() == 0,
+                          "a host kernel reallocated a device tensor with a foreign allocator");
+    c10::DataPtr moved = as->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+    const size_t nbytes = as->nbytes();
+    as->set_nbytes(0);
+    moved.unsafe_set_device(device_tensor.device());
+    if (!moved) moved = c10::DataPtr(nullptr, device_tensor.device());
+    ds->set_data_ptr_noswap(std::move(moved));
+    ds->set_nbytes(nbytes);
+  }
+  if (device_tensor.sizes() != alias.sizes() || device_tensor.strides() != alias.strides() ||
+      device_tensor.storage_offset() != alias.storage_offset()) {
+    device_tensor.unsafeGetTensorImpl()->set_sizes_and_strides(alias.sizes(), alias.strides(),
+                                                               alias.storage_offset());
+  }
+}
+
+}  // namespace localneuron

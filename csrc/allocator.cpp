@@ -1,0 +1,230 @@
+#include "allocator.h"
+
+#include "device_state.h"
+
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace localneuron {
+namespace {
+
+constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
+constexpr size_t kSmallLimit = 1 << 20;
+constexpr size_t kRoundedLimit = 16 << 20;
+constexpr size_t kAgg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+struct BlockHeader {
+  size_t rounded;
+  c10::DeviceIndex device;
+};
+
+// Size classes of TorchNeuron's caching allocator: small requests in 512-byte steps, mid-size
+// requests in 2 MiB segments, large requests unrounded (beyond 512-byte alignment).
+size_t round_size(size_t n) {
+  if (n < kSmallLimit || n >= kRoundedLimit) return (n + 511) & ~size_t(511);
+  constexpr size_t seg = 2 << 20;
+  return (n + seg - 1) / seg * seg;
+}
+
+struct DeviceMemory {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<BlockHeader*>> cached;
+  int64_t cached_bytes = 0;
+  int64_t adopted_bytes = 0;
+  MemoryCounters c{};
+};
+DeviceMemory g_memory[kMaxDevices];
+
+std::string format_bytes(int64_t b) {
+  char buf[64];
+  const double gib = static_cast<double>(b) / (1LL << 30);
+  if (gib >= 1.0) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  return buf;
+}
+
+void release_cache_locked(DeviceMemory& m) {
+  for (auto& [size, blocks] : m.cached) {
+    for (BlockHeader* b : blocks) {
+      c10::free_cpu(b);
+      m.c.reserved_current -= static_cast<int64_t>(size);
+      m.c.reserved_freed_total += static_cast<int64_t>(size);
+    }
+  }
+  m.cached.clear();
+  m.cached_bytes = 0;
+}
+
+// Reserves `bytes` more of the device's HBM, flushing the cache once before giving up.
+void reserve_locked(DeviceMemory& m, c10::DeviceIndex device, int64_t bytes, int64_t requested) {
+  const int64_t capacity = device_capacity();
+  if (m.c.reserved_current + bytes > capacity && m.cached_bytes > 0) {
+    m.c.alloc_retries++;
+    release_cache_locked(m);
+  }
+  if (m.c.reserved_current + bytes > capacity) {
+    m.c.ooms++;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "Neuron out of memory. Tried to allocate ",
+                     format_bytes(requested), " on neuron:", static_cast<int>(device), " (simulated ",
+                     target_name(), " NeuronCore with ", format_bytes(capacity), " of HBM); ",
+                     format_bytes(m.c.allocated_current), " is allocated by tensors and ",
+                     format_bytes(capacity - m.c.reserved_current),
+                     " is free. Reduce the batch size or model size, shard the model across more "
+                     "NeuronCores, or pick a larger target with LOCALNEURON_TARGET.");
+  }
+  m.c.reserved_current += bytes;
+  m.c.reserved_total += bytes;
+  m.c.reserved_peak = std::max(m.c.reserved_peak, m.c.reserved_current);
+}
+
+void count_alloc_locked(DeviceMemory& m, int64_t bytes) {
+  m.c.alloc_requests++;
+  m.c.allocated_current += bytes;
+  m.c.allocated_total += bytes;
+  m.c.allocated_peak = std::max(m.c.allocated_peak, m.c.allocated_current);
+}
+
+void count_free_locked(DeviceMemory& m, int64_t bytes) {
+  m.c.tensor_frees++;
+  m.c.allocated_current -= bytes;
+  m.c.freed_total += bytes;
+}
+
+void free_block(void* ctx) {
+  auto* b = static_cast<BlockHeader*>(ctx);
+  DeviceMemory& m = g_memory[b->device];
+  std::lock_guard<std::mutex> lock(m.mu);
+  count_free_locked(m, static_cast<int64_t>(b->rounded));
+  m.cached[b->rounded].push_back(b);
+  m.cached_bytes += static_cast<int64_t>(b->rounded);
+}
+
+c10::DataPtr allocate_block(size_t n, c10::Device device) {
+  const c10::DeviceIndex index = device.index();
+  if (n == 0) return c10::DataPtr(nullptr, device);
+  const size_t rounded = round_size(n);
+  mark_runtime_initialized();
+  DeviceMemory& m = g_memory[index];
+  BlockHeader* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    auto it = m.cached.find(rounded);
+    if (it != m.cached.end() && !it->second.empty()) {
+      block = it->second.back();
+      it->second.pop_back();
+      m.cached_bytes -= static_cast<int64_t>(rounded);
+    } else {
+      reserve_locked(m, index, static_cast<int64_t>(rounded), static_cast<int64_t>(n));
+    }
+    count_alloc_locked(m, static_cast<int64_t>(rounded));
+  }
+  if (block == nullptr) {
+    block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
+    block->rounded = rounded;
+    block->device = index;
+  }
+  return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
+}
+
+struct NeuronAllocator final : c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t n) override {
+    return allocate_block(n, c10::Device(kNeuron, current_device()));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {
+    for (c10::DeviceIndex d = 0; d < device_count(); d++) localneuron::empty_cache(d);
+  }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const MemoryCounters c = memory_counters(device);
+    c10::CachingDeviceAllocator::DeviceStats s;
+    s.allocated_bytes[kAgg] = {c.allocated_current, c.allocated_peak, c.allocated_total, c.freed_total};
+    s.active_bytes[kAgg] = s.allocated_bytes[kAgg];
+    s.requested_bytes[kAgg] = s.allocated_bytes[kAgg];
+    s.reserved_bytes[kAgg] = {c.reserved_current, c.reserved_peak, c.reserved_total, c.reserved_freed_total};
+    s.allocation[kAgg].allocated = c.alloc_requests;
+    s.allocation[kAgg].freed = c.tensor_frees;
+    s.allocation[kAgg].current = c.alloc_requests - c.tensor_frees;
+    s.num_alloc_retries = c.alloc_retries;
+    s.num_ooms = c.ooms;
+    return s;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const MemoryCounters c = memory_counters(device);
+    return {static_cast<size_t>(c.capacity - c.reserved_current), static_cast<size_t>(c.capacity)};
+  }
+};
+
+struct AliasAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr ptr = allocate_block(n, c10::Device(kNeuron, current_device()));
+    ptr.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
+    return ptr;
+  }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+};
+
+NeuronAllocator g_allocator;
+AliasAllocator g_alias_allocator;
+
+}  // namespace
+
+REGISTER_ALLOCATOR(kNeuron, &g_allocator);
+
+c10::DeviceAllocator* device_allocator() { return &g_allocator; }
+c10::Allocator* alias_allocator() { return &g_alias_allocator; }
+bool is_device_block(const c10::DataPtr& ptr) { return ptr.get_deleter() == &free_block; }
+
+void account_adopted(c10::DeviceIndex device, int64_t bytes) {
+  DeviceMemory& m = g_memory[device];
+  std::lock_guard<std::mutex> lock(m.mu);
+  reserve_locked(m, device, bytes, bytes);
+  count_alloc_locked(m, bytes);
+}
+
+void release_adopted(c10::DeviceIndex device, int64_t bytes) {
+  DeviceMemory& m = g_memory[device];
+  std::lock_guard<std::mutex> lock(m.mu);
+  count_free_locked(m, bytes);
+  m.c.reserved_current -= bytes;
+  m.c.reserved_freed_total += bytes;
+}
+
+MemoryCounters memory_counters(c10::DeviceIndex device) {
+  DeviceMemory& m = g_memory[checked_index(device)];
+  std::lock_guard<std::mutex> lock(m.mu);
+  MemoryCounters c = m.c;
+  c.capacity = device_capacity();
+  return c;
+}
+
+void reset_peak(c10::DeviceIndex device) {
+  DeviceMemory& m = g_memory[checked_index(device)];
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.c.allocated_peak = m.c.allocated_current;
+  m.c.reserved_peak = m.c.reserved_current;
+}
+
+void reset_accumulated(c10::DeviceIndex device) {
+  DeviceMemory& m = g_memory[checked_index(device)];
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.c.allocated_total = m.c.freed_total = m.c.reserved_total = m.c.reserved_freed_total = 0;
+  m.c.alloc_requests = m.c.tensor_frees = m.c.alloc_retries = m.c.ooms = 0;
+}
+
+void empty_cache(c10::DeviceIndex device) {
+  DeviceMemory& m = g_memory[checked_index(device)];
+  std::lock_guard<std::mutex> lock(m.mu);
+  release_cache_locked(m);
+}
+
+}  // namespace localneuron

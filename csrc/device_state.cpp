@@ -1,0 +1,50 @@
+#include "device_state.h"
+
+#include <c10/util/Exception.h>
+#include <atomic>
+
+namespace localneuron {
+namespace {
+std::atomic<int> g_count{0};
+std::atomic<int64_t> g_capacity{24LL << 30};
+std::string g_target = "trn2";
+std::atomic<bool> g_initialized{false};
+thread_local c10::DeviceIndex t_current = 0;
+}  // namespace
+
+void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target) {
+  TORCH_CHECK(count >= 0 && count <= kMaxDevices, "localneuron supports 0 to ", kMaxDevices,
+              " NeuronCores per process, got ", count);
+  g_count = count;
+  g_capacity = hbm_bytes_per_core;
+  g_target = target;
+}
+
+c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(g_count.load()); }
+int64_t device_capacity() { return g_capacity.load(); }
+const std::string& target_name() { return g_target; }
+
+c10::DeviceIndex current_device() { return t_current; }
+
+c10::DeviceIndex checked_index(c10::DeviceIndex index) {
+  if (index < 0) return t_current;
+  const auto n = device_count();
+  if (index >= n) {
+    if (n == 0) {
+      TORCH_CHECK_WITH(IndexError, false, "Device index ", static_cast<int>(index),
+                       " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
+    }
+    TORCH_CHECK_WITH(IndexError, false, "Device index ", static_cast<int>(index),
+                     " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1, ".");
+  }
+  return index;
+}
+
+void set_current_device(c10::DeviceIndex index) { t_current = checked_index(index); }
+
+bool runtime_initialized() { return g_initialized.load(); }
+void mark_runtime_initialized() {
+  if (!g_initialized.load(std::memory_order_relaxed)) g_initialized = true;
+}
+
+}  // namespace localneuron

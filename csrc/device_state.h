@@ -1,0 +1,26 @@
+// Which simulated NeuronCores exist and which one the calling thread uses.
+#pragma once
+#include <c10/core/Device.h>
+#include <cstdint>
+#include <string>
+
+namespace localneuron {
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+constexpr int kMaxDevices = 64;
+
+// Set once from Python (runtime/target.py) before the first device use.
+void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target);
+c10::DeviceIndex device_count();
+int64_t device_capacity();
+const std::string& target_name();
+
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+// Resolves -1 ("the current device") and checks the range with the runtime's wording.
+c10::DeviceIndex checked_index(c10::DeviceIndex index);
+
+bool runtime_initialized();
+void mark_runtime_initialized();
+
+}  // namespace localneuron

@@ -1,0 +1,333 @@
+#include "executor.h"
+
+#include "alias.h"
+#include "device_state.h"
+#include "generator.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace py = pybind11;
+
+namespace localneuron {
+namespace {
+
+struct Executable {
+  Route route;
+  int64_t id;
+  int generator_arg;  // position of an optional Generator argument, or -1
+  std::atomic<int64_t> calls{0};
+};
+
+std::shared_mutex g_cache_mutex;
+std::unordered_map<uint64_t, std::unique_ptr<Executable>> g_cache;
+std::atomic<int64_t> g_hits{0}, g_misses{0};
+
+struct Callbacks {
+  py::object on_miss, run_python, on_device_failure;
+};
+Callbacks* g_callbacks = nullptr;  // process lifetime; never destroyed after interpreter shutdown
+
+std::unique_ptr<torch::Library> g_fallback_library;
+// Set while a Python route re-issues its op with prepared arguments: run them on the device.
+thread_local bool t_device_route_only = false;
+
+inline uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+
+inline uint64_t tensor_signature(uint64_t h, const at::Tensor& t) {
+  if (!t.defined()) return mix(h, 0x5bd1e995);
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  h = mix(h, static_cast<uint64_t>(impl->dtype().toScalarType()) << 16 |
+                 static_cast<uint64_t>(impl->device_type()) << 8 | static_cast<uint64_t>(impl->dim()));
+  for (int64_t s : impl->sizes()) h = mix(h, static_cast<uint64_t>(s));
+  return mix(h, impl->is_contiguous() ? 1 : 2);
+}
+
+// The signature an executable is compiled for: op, tensor dtypes/shapes/layout and the values of the
+// non-tensor arguments that shape the program (ints, bools, dtypes...). Floating-point scalars are
+// runtime operands, so only their presence counts.
+uint64_t signature(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
+  uint64_t h = reinterpret_cast<uint64_t>(&op.schema());
+  for (size_t i = begin; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      h = tensor_signature(h, v.toTensor());
+    } else if (v.isInt()) {
+      h = mix(h, static_cast<uint64_t>(v.toInt()) * 3 + 1);
+    } else if (v.isBool()) {
+      h = mix(h, v.toBool() ? 11 : 13);
+    } else if (v.isTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) h = tensor_signature(h, e.toTensor());
+    } else if (v.isIntList()) {
+      for (int64_t x : v.toIntList()) h = mix(h, static_cast<uint64_t>(x));
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        h = e.isTensor() ? tensor_signature(h, e.toTensor()) : mix(h, static_cast<uint64_t>(e.tagKind().size()));
+      }
+    } else if (v.isDevice()) {
+      h = mix(h, static_cast<uint64_t>(v.toDevice().type()) * 131 + 7);
+    } else {
+      h = mix(h, static_cast<uint64_t>(v.tagKind().size()) + 17);
+    }
+  }
+  return h;
+}
+
+int find_generator_arg(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); i++) {
+    const c10::TypePtr& t = args[i].real_type();
+    if (t->kind() == c10::TypeKind::OptionalType &&
+        t->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+std::pair<py::tuple, py::dict> to_python_args(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                                              size_t begin) {
+  const auto& args = schema.arguments();
+  py::list positional;
+  py::dict keywords;
+  for (size_t i = 0; i < args.size(); i++) {
+    py::object value = torch::jit::toPyObject(stack[begin + i]);
+    if (args[i].kwarg_only()) keywords[py::str(args[i].name())] = value;
+    else positional.append(value);
+  }
+  return {py::tuple(positional), keywords};
+}
+
+void push_python_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, const py::object& result) {
+  const auto& returns = schema.returns();
+  if (returns.empty()) return;
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].real_type()));
+    return;
+  }
+  const auto items = result.cast<py::sequence>();
+  TORCH_INTERNAL_ASSERT(items.size() == returns.size(), schema.name(), ": expected ", returns.size(), " results");
+  for (size_t i = 0; i < returns.size(); i++) stack->push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
+}
+
+// Runs a Python-side routine for `op` with the arguments on the stack, leaving its results there.
+void call_python(const py::object& fn, py::object extra_first, const c10::OperatorHandle& op,
+                 torch::jit::Stack* stack, size_t begin, const char* message = nullptr) {
+  const auto& schema = op.schema();
+  py::gil_scoped_acquire gil;
+  auto [args, kwargs] = to_python_args(schema, *stack, begin);
+  py::object py_op = py::reinterpret_borrow<py::object>(torch::detail::getTorchApiFunction(op));
+  py::object result = message ? fn(extra_first, py_op, args, kwargs, py::str(message))
+                              : fn(extra_first, py_op, args, kwargs);
+  torch::jit::drop(*stack, schema.arguments().size());
+  push_python_result(schema, stack, result);
+}
+
+Executable* compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, uint64_t key) {
+  TORCH_CHECK(g_callbacks != nullptr, "localneuron executor used before the Python runtime was set up");
+  Route route;
+  int64_t id;
+  {
+    py::gil_scoped_acquire gil;
+    auto [args, kwargs] = to_python_args(op.schema(), *stack, begin);
+    py::object py_op = py::reinterpret_borrow<py::object>(torch::detail::getTorchApiFunction(op));
+    auto decided = g_callbacks->on_miss(py_op, args, kwargs).cast<std::tuple<int, int64_t>>();
+    route = static_cast<Route>(std::get<0>(decided));
+    id = std::get<1>(decided);
+  }
+  auto exe = std::make_unique<Executable>();
+  exe->route = route;
+  exe->id = id;
+  exe->generator_arg = find_generator_arg(op.schema());
+  std::unique_lock<std::shared_mutex> lock(g_cache_mutex);
+  auto [it, inserted] = g_cache.emplace(key, std::move(exe));
+  return it->second.get();
+}
+
+struct CurrentDeviceScope {
+  c10::DeviceIndex saved;
+  explicit CurrentDeviceScope(c10::DeviceIndex d) : saved(current_device()) {
+    if (d != saved) set_current_device(d);
+  }
+  ~CurrentDeviceScope() {
+    if (current_device() != saved) set_current_device(saved);
+  }
+};
+
+struct AliasedInput {
+  at::Tensor device_tensor;
+  at::Tensor alias;
+};
+
+[[noreturn]] void reject_other_device(const c10::OperatorHandle& op, size_t index, const at::Tensor& t) {
+  TORCH_CHECK(false, "Non-scalar tensor arg", index, " is on ", t.device().type(), " device, expected neuron (",
+              op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as scalars.");
+}
+
+// Runs the op's host kernel on aliases of its device tensors and maps the results back.
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, const Executable& exe) {
+  const auto& schema = op.schema();
+  c10::SmallVector<AliasedInput, 8> inputs;
+  c10::DeviceIndex device = -1;
+  auto to_alias = [&](const at::Tensor& t, size_t index) -> at::Tensor {
+    if (!t.defined()) return t;
+    if (t.is_privateuseone()) {
+      if (device < 0) device = t.device().index();
+      at::Tensor a = cpu_alias(t);
+      inputs.push_back({t, a});
+      return a;
+    }
+    if (t.dim() > 0) reject_other_device(op, index, t);
+    return t;
+  };
+  for (size_t i = begin; i < stack->size(); i++) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = to_alias(v.toTensor(), i - begin);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); j++) list[j] = to_alias(list[j], i - begin);
+    } else if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      for (size_t j = 0; j < list.size(); j++) {
+        std::optional<at::Tensor> o = list[j];
+        if (o.has_value()) list[j] = to_alias(*o, i - begin);
+      }
+    } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
+      if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    } else if (v.isGenerator() && v.toGenerator().device().is_privateuseone()) {
+      v = c10::IValue(host_twin(v.toGenerator()));
+    }
+  }
+  if (device < 0) device = current_device();
+  if (exe.generator_arg >= 0) {
+    c10::IValue& g = (*stack)[begin + exe.generator_arg];
+    if (g.isNone()) g = c10::IValue(host_twin(default_generator(device)));
+  }
+  const CurrentDeviceScope scope(device);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  c10::SmallVector<std::pair<const c10::StorageImpl*, at::Tensor>, 4> adopted;
+  auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || !r.is_cpu()) return r;
+    for (auto& in : inputs) {
+      if (r.unsafeGetTensorImpl() == in.alias.unsafeGetTensorImpl()) {  // in-place or out=
+        sync_back(in.device_tensor, in.alias);
+        return in.device_tensor;
+      }
+    }
+    const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
+    for (auto& in : inputs) {
+      if (storage == in.alias.storage().unsafeGetStorageImpl()) return view_like(in.device_tensor, r);
+    }
+    for (auto& [s, t] : adopted) {
+      if (storage == s) return view_like(t, r);
+    }
+    at::Tensor result = adopt(r, device);
+    adopted.emplace_back(storage, result);
+    return result;
+  };
+  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = to_device(v.toTensor());
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); j++) list[j] = to_device(list[j]);
+    }
+  }
+}
+
+void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t begin = stack->size() - nargs;
+  const uint64_t key = signature(op, *stack, begin);
+  Executable* exe = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) exe = it->second.get();
+  }
+  if (exe != nullptr) {
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    g_misses.fetch_add(1, std::memory_order_relaxed);
+    exe = compile(op, stack, begin, key);
+  }
+  exe->calls.fetch_add(1, std::memory_order_relaxed);
+  if (exe->route == Route::Python && !t_device_route_only) {
+    call_python(g_callbacks->run_python, py::int_(exe->id), op, stack, begin);
+    return;
+  }
+  // Kept so that a failing device execution can be retried or reported with the original arguments.
+  c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
+  try {
+    run_on_device(op, stack, begin, *exe);
+  } catch (const c10::Error& e) {
+    stack->resize(begin);
+    stack->insert(stack->end(), original.begin(), original.end());
+    call_python(g_callbacks->on_device_failure, py::int_(exe->id), op, stack, begin, e.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+void set_executor_callbacks(py::object on_miss, py::object run_python, py::object on_device_failure) {
+  if (g_callbacks == nullptr) g_callbacks = new Callbacks();
+  g_callbacks->on_miss = std::move(on_miss);
+  g_callbacks->run_python = std::move(run_python);
+  g_callbacks->on_device_failure = std::move(on_device_failure);
+}
+
+bool set_device_route_only(bool on) {
+  const bool previous = t_device_route_only;
+  t_device_route_only = on;
+  return previous;
+}
+
+void install_executor() {
+  if (g_fallback_library) return;
+  g_fallback_library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
+                                                        __FILE__, __LINE__);
+  g_fallback_library->fallback(torch::CppFunction::makeFromBoxedFunction<&execute>());
+}
+
+ExecutorCounters executor_counters() {
+  std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
+  return {g_hits.load(), g_misses.load(), static_cast<int64_t>(g_cache.size())};
+}
+
+std::vector<std::tuple<int64_t, int64_t>> executable_calls() {
+  std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
+  std::vector<std::tuple<int64_t, int64_t>> out;
+  for (auto& [key, exe] : g_cache) {
+    const int64_t n = exe->calls.load();
+    if (n > 0) out.emplace_back(exe->id, n);
+  }
+  return out;
+}
+
+void reset_executable_calls() {
+  std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
+  for (auto& [key, exe] : g_cache) exe->calls = 0;
+  g_hits = 0;
+  g_misses = 0;
+}
+
+void clear_executables() {
+  std::unique_lock<std::shared_mutex> lock(g_cache_mutex);
+  g_cache.clear();
+}
+
+}  // namespace localneuron

@@ -1,0 +1,73 @@
+// The Python face of the C++ core: localneuron._C.
+#include "alias.h"
+#include "allocator.h"
+#include "device_state.h"
+#include "executor.h"
+#include "generator.h"
+#include "transfer_stats.h"
+
+#include <torch/csrc/utils/pybind.h>
+
+namespace py = pybind11;
+using namespace localneuron;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "localneuron C++ core: allocator, device guard, hooks, aliases and the eager executor";
+
+  m.def("configure_devices", &configure_devices, py::arg("count"), py::arg("hbm_bytes_per_core"), py::arg("target"));
+  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("runtime_initialized", &runtime_initialized);
+  m.def("mark_runtime_initialized", &mark_runtime_initialized);
+
+  m.def("memory_counters", [](int d) {
+    const MemoryCounters c = memory_counters(static_cast<c10::DeviceIndex>(d));
+    py::dict out;
+    out["allocated_current"] = c.allocated_current;
+    out["allocated_peak"] = c.allocated_peak;
+    out["allocated_total"] = c.allocated_total;
+    out["freed_total"] = c.freed_total;
+    out["reserved_current"] = c.reserved_current;
+    out["reserved_peak"] = c.reserved_peak;
+    out["reserved_total"] = c.reserved_total;
+    out["reserved_freed_total"] = c.reserved_freed_total;
+    out["alloc_requests"] = c.alloc_requests;
+    out["tensor_frees"] = c.tensor_frees;
+    out["alloc_retries"] = c.alloc_retries;
+    out["ooms"] = c.ooms;
+    out["capacity"] = c.capacity;
+    return out;
+  });
+  m.def("reset_peak_memory", [](int d) { reset_peak(static_cast<c10::DeviceIndex>(d)); });
+  m.def("reset_accumulated_memory", [](int d) { reset_accumulated(static_cast<c10::DeviceIndex>(d)); });
+  m.def("empty_cache", [](int d) { empty_cache(static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("transfer_counters", [] {
+    const TransferCounters c = transfer_counters();
+    py::dict out;
+    out["host_to_device_bytes"] = c.host_to_device_bytes;
+    out["device_to_host_bytes"] = c.device_to_host_bytes;
+    out["device_to_device_bytes"] = c.device_to_device_bytes;
+    out["copies"] = c.copies;
+    return out;
+  });
+  m.def("reset_transfer_counters", &reset_transfer_counters);
+
+  m.def("cpu_alias", &cpu_alias);
+  m.def("adopt", &adopt, py::arg("host"), py::arg("device"));
+  m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+  m.def("host_generator", [](int d) { return host_twin(default_generator(static_cast<c10::DeviceIndex>(d))); });
+  m.def("host_twin", &host_twin);
+
+  m.def("set_executor_callbacks", &set_executor_callbacks);
+  m.def("install_executor", &install_executor);
+  m.def("set_device_route_only", &set_device_route_only);
+  m.def("executor_counters", [] {
+    const ExecutorCounters c = executor_counters();
+    return py::make_tuple(c.hits, c.misses, c.executables);
+  });
+  m.def("executable_calls", &executable_calls);
+  m.def("reset_executable_calls", &reset_executable_calls);
+  m.def("clear_executables", &clear_executables);
+}

@@ -1,0 +1,1 @@
+"""The PyTorch device `neuron`: registration, the torch.neuron module, memory, streams, RNG."""

@@ -1,0 +1,98 @@
+"""Device memory statistics and control (torch.neuron.memory_* and torch_neuronx.memory_*)."""
+from localneuron import _C
+from localneuron.device.devices import _index
+
+
+def _counters(device) -> dict:
+    return _C.memory_counters(_index(device))
+
+
+def memory_stats(device=None) -> dict:
+    """The caching-allocator statistics: PyTorch's flat keys (as torch.accelerator.memory_stats gives
+    them) plus the nested form TorchNeuron documents."""
+    c = _counters(device)
+    allocated = {"current": c["allocated_current"], "peak": c["allocated_peak"],
+                 "allocated": c["allocated_total"], "freed": c["freed_total"]}
+    reserved = {"current": c["reserved_current"], "peak": c["reserved_peak"],
+                "allocated": c["reserved_total"], "freed": c["reserved_freed_total"]}
+    stats = {
+        "allocated_bytes": allocated, "active_bytes": dict(allocated), "reserved_bytes": reserved,
+        "num_alloc_retries": c["alloc_retries"], "num_ooms": c["ooms"],
+        "num_tensor_frees": c["tensor_frees"], "allocation_requests": c["alloc_requests"],
+        "device_capacity_bytes": c["capacity"],
+    }
+    for name in ("allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes"):
+        source = reserved if name == "reserved_bytes" else allocated
+        for field, value in source.items():
+            stats[f"{name}.all.{field}"] = value
+    stats["num_alloc_retries"] = c["alloc_retries"]
+    return stats
+
+
+def memory_allocated(device=None) -> int:
+    return _counters(device)["allocated_current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return _counters(device)["allocated_peak"]
+
+
+def memory_reserved(device=None) -> int:
+    return _counters(device)["reserved_current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return _counters(device)["reserved_peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C.reset_peak_memory(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    _C.reset_accumulated_memory(_index(device))
+
+
+def empty_cache() -> None:
+    """Returns cached free blocks to the runtime; live tensors are untouched."""
+    for index in range(_C.device_count()):
+        _C.empty_cache(index)
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    c = _counters(device)
+    return c["capacity"] - c["reserved_current"], c["capacity"]
+
+
+def _fmt(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    index = _index(device)
+    c = _C.memory_counters(index)
+    rows = [
+        ("Allocated memory", c["allocated_current"], c["allocated_peak"], c["allocated_total"], c["freed_total"]),
+        ("Reserved memory", c["reserved_current"], c["reserved_peak"], c["reserved_total"], c["reserved_freed_total"]),
+    ]
+    lines = [
+        f"|{'=' * 75}|",
+        f"| localneuron memory summary, device neuron:{index} (simulated HBM capacity {_fmt(c['capacity'])})".ljust(76) + "|",
+        f"|{'-' * 75}|",
+        f"| {'Metric':<22}|{'Cur Usage':>13}|{'Peak Usage':>13}|{'Tot Alloc':>12}|{'Tot Freed':>11}|",
+        f"|{'-' * 75}|",
+    ]
+    for name, cur, peak, total, freed in rows:
+        lines.append(f"| {name:<22}|{_fmt(cur):>13}|{_fmt(peak):>13}|{_fmt(total):>12}|{_fmt(freed):>11}|")
+    if not abbreviated:
+        lines.append(f"|{'-' * 75}|")
+        lines.append(f"| {'Allocation requests':<22}|{c['alloc_requests']:>13}|{'':>13}|{'':>12}|{'':>11}|")
+        lines.append(f"| {'Tensor frees':<22}|{c['tensor_frees']:>13}|{'':>13}|{'':>12}|{'':>11}|")
+        lines.append(f"| {'Alloc retries':<22}|{c['alloc_retries']:>13}|{'':>13}|{'':>12}|{'':>11}|")
+        lines.append(f"| {'Out-of-memory errors':<22}|{c['ooms']:>13}|{'':>13}|{'':>12}|{'':>11}|")
+    lines.append(f"|{'=' * 75}|")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,62 @@
+"""Streams and events on the neuron device (torch.neuron.Stream / Event / stream(...))."""
+import torch
+
+
+class Stream(torch.Stream):
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if device is None:
+            device = torch.device("neuron", torch.neuron.current_device())
+        return super().__new__(cls, device=device, priority=priority, **kwargs)
+
+    def wait_event(self, event) -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream) -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+
+class Event(torch.Event):
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking,
+                               interprocess=interprocess)
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch.accelerator.current_stream(device)
+
+
+def default_stream(device=None) -> torch.Stream:
+    current = torch.accelerator.current_stream(device)
+    return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
+
+
+def set_stream(stream) -> None:
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Makes `stream` current inside the block (None leaves the current stream as it is)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            torch.accelerator.set_stream(self.previous)
+        return False
+
+
+def stream(stream) -> StreamContext:
+    return StreamContext(stream)

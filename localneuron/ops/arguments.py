@@ -1,0 +1,56 @@
+"""Walking an op's arguments: the tensors in them, and the schema facts the policy needs."""
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+SIXTY_FOUR_BIT = (torch.float64, torch.int64)
+
+
+def neuron_tensors(args, kwargs) -> list[torch.Tensor]:
+    flat, _ = tree_flatten((args, kwargs))
+    return [x for x in flat if isinstance(x, torch.Tensor) and x.device.type == "neuron"]
+
+
+def dtypes_of(args, kwargs) -> set[str]:
+    return {str(t.dtype).removeprefix("torch.") for t in neuron_tensors(args, kwargs)}
+
+
+def returns_view(schema) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def mutated_argument_names(schema) -> list[str]:
+    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+
+
+def generator_argument_names(schema) -> list[str]:
+    return [a.name for a in schema.arguments if "Generator" in str(a.type)]
+
+
+def bind(schema, args, kwargs) -> dict:
+    """Argument name -> value, for the positional and keyword arguments an op was called with."""
+    bound = dict(kwargs)
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    for a, v in zip(positional, args):
+        bound[a.name] = v
+    return bound
+
+
+def output_device(args, kwargs) -> torch.device:
+    tensors = neuron_tensors(args, kwargs)
+    if tensors:
+        return tensors[0].device
+    flat, _ = tree_flatten((args, kwargs))
+    for x in flat:
+        if isinstance(x, torch.device) and x.type == "neuron":
+            return torch.device("neuron", x.index if x.index is not None else torch.neuron.current_device())
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def map_tensors(fn, tree):
+    return tree_map(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, tree)
+
+
+def uses_64bit(args, kwargs) -> bool:
+    flat, _ = tree_flatten((args, kwargs))
+    return any((isinstance(x, torch.Tensor) and x.device.type == "neuron" and x.dtype in SIXTY_FOUR_BIT)
+               or (isinstance(x, torch.dtype) and x in SIXTY_FOUR_BIT) for x in flat)

@@ -1,0 +1,110 @@
+"""Compiling an op signature: decides how the executable runs, and runs the routes that need Python.
+
+The C++ executor calls on_miss() once per new op signature, then keeps the decision: DEVICE runs the
+host kernel on zero-copy aliases in C++; PYTHON runs the fallback or the 64-bit policy below.
+"""
+import os
+import sys
+
+import torch
+
+from localneuron.ops import arguments, downcast, fallback, support, tracking
+from localneuron.ops.features import UNSUPPORTED
+from localneuron.ops.support_table import CPU_FALLBACK
+
+DEVICE, PYTHON = 0, 1
+
+FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
+ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
+
+_expected_dtypes: dict[int, list] = {}
+
+
+def _enabled(var: str) -> bool:
+    return os.environ.get(var, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _describe(args, kwargs) -> str:
+    parts = []
+    for t in arguments.neuron_tensors(args, kwargs):
+        parts.append(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}")
+    return ", ".join(parts)
+
+
+def on_miss(op, args, kwargs):
+    schema = op._schema
+    name = schema.name
+    if name in UNSUPPORTED:
+        raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
+    if arguments.returns_view(schema):
+        kind, route = tracking.VIEW, DEVICE
+    elif rule == CPU_FALLBACK:
+        if _enabled(FALLBACK_ERROR_VAR):
+            raise RuntimeError(
+                f"{name} has no Neuron implementation and would run as a CPU fallback "
+                f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
+                f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
+        kind, route = tracking.FALLBACK, PYTHON
+    elif arguments.uses_64bit(args, kwargs):
+        kind, route = tracking.NATIVE_32BIT, PYTHON
+    else:
+        kind, route = tracking.NATIVE, DEVICE
+    executable_id = tracking.register(tracking.Executable(
+        op=name, overload=schema.overload_name, kind=kind, listed=listed, signature=_describe(args, kwargs)))
+    if kind == tracking.NATIVE_32BIT:
+        _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
+    return route, executable_id
+
+
+def _warn_fallback(name: str) -> None:
+    tracking.warn_once(f"fallback:{name}", f"Operator '{name}' executed via CPU fallback (inputs copied to the "
+                       "host and results back); this is slow on Trainium. torch_neuronx.get_fallback_ops() "
+                       "lists every op that fell back.")
+
+
+def _called_by_tensor_printing() -> bool:
+    """Printing a tensor widens it to float64 internally; that is not the user's 64-bit compute."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("_tensor_str.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _warn_64bit(args, kwargs) -> None:
+    if tracking.warned("float64") and tracking.warned("int64"):
+        return
+    if _called_by_tensor_printing():
+        return
+    for t in arguments.neuron_tensors(args, kwargs):
+        if t.dtype == torch.float64:
+            tracking.warn_once("float64", "float64 tensors are computed in float32 on Neuron (the tensors keep "
+                               "dtype float64, with float32 precision and range). Use float32 where possible.")
+        elif t.dtype == torch.int64:
+            tracking.warn_once("int64", "int64 tensors are computed in int32 on Neuron (the tensors keep dtype "
+                               "int64; values outside the int32 range wrap around). Use int32 where possible.")
+
+
+def run_python(executable_id, op, args, kwargs):
+    e = tracking.executable(executable_id)
+    if e.kind == tracking.FALLBACK:
+        _warn_fallback(e.op)
+        return fallback.run_on_host(op, args, kwargs)
+    _warn_64bit(args, kwargs)
+    return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
+
+
+def on_device_failure(executable_id, op, args, kwargs, message):
+    """The device execution of a native op raised: TorchNeuron retries it on the host unless told not to."""
+    name = op._schema.name
+    if _enabled(ONLY_UNIMPLEMENTED_VAR):
+        raise RuntimeError(
+            f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute on "
+            f"Neuron (last implementation: localneuron device executor). Details: {message}. "
+            f"Args: [{_describe(args, {})}]. Kwargs: {sorted(kwargs)}")
+    result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
+    tracking.mark_fallback(executable_id)
+    _warn_fallback(name)
+    return result

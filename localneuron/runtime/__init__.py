@@ -1,0 +1,1 @@
+"""The simulated NeuronCore: targets, visible cores, executables and their accounting."""
