@@ -1,0 +1,79 @@
+"""Published per-instruction cycle rules (reference notes §8), in engine cycles.
+
+N is the number of elements per partition an instruction processes. Each function returns
+the instruction's initiation interval on its engine: the time the engine is busy, which is
+what bounds throughput on a deeply pipelined NeuronCore.
+"""
+
+MIN_II = 64              # minimum initiation interval of Vector/Scalar instructions
+GPSIMD_START = 150       # GpSimd start-up cost per instruction
+MM_INIT_LATENCY = 64     # TensorE floor per MultiplyMoving
+ACCUMULATOR_READ = 64    # ScalarE ActReadAccumulator when a reduction result is written out
+# Extra time before a dependent instruction can consume a result (semaphore, access setup,
+# pipeline drain). 200 cycles makes dependent one-element ScalarE instructions issue every
+# 264 cycles = 189 ns on gen2, as measured in the NKI performance guide.
+DEPENDENCY_LATENCY = 200
+
+
+def matmul(moving_free, stationary_free, fp32_inputs, double_row=False):
+    # A LoadStationary runs in the background, so the pair costs the larger of the two.
+    cycles = max(min(MM_INIT_LATENCY, stationary_free), moving_free, MM_INIT_LATENCY)
+    if fp32_inputs:
+        cycles *= 4
+    return cycles
+
+
+def pe_transpose(partitions, free):
+    return max(partitions, min(MM_INIT_LATENCY, free))
+
+
+def vector_tensor_tensor(n, psum_operand, fast_bf16):
+    return max(MIN_II, n if (psum_operand or fast_bf16) else 2 * n)
+
+
+def vector_single_input(n):
+    """tensor_scalar, tensor_copy, vector transpose, select: one input stream."""
+    return max(MIN_II, n)
+
+
+def vector_reduce(n, bf16_add_or_max):
+    return max(MIN_II, n // 2 if bf16_add_or_max else n)
+
+
+def vector_reciprocal(n):
+    return max(MIN_II, 8 * n)
+
+
+def memset(n, zero_into_16bit):
+    return max(MIN_II, n // 2 if zero_into_16bit else n)
+
+
+def activation(n, reads_accumulator):
+    return max(MIN_II, n) + (ACCUMULATOR_READ if reads_accumulator else 0)
+
+
+def exponential(n, reads_accumulator):
+    # gen4 Vector exponential runs at 4x the throughput of a ScalarE exp activation.
+    return max(MIN_II, n // 4) + (ACCUMULATOR_READ if reads_accumulator else 0)
+
+
+def gpsimd(n):
+    return GPSIMD_START + n
+
+
+# gen3+ Vector "performance mode" for 16-bit floats: speed-up by instruction and operand placement.
+PERF_MODE_SPEEDUP = {
+    ("tensor_copy", "sbuf"): 4, ("tensor_copy", "psum"): 2,
+    ("tensor_scalar", "sbuf"): 4, ("tensor_scalar", "psum"): 2,
+    ("tensor_tensor", "sbuf"): 2,
+}
+
+
+def perf_mode_speedup(opcode, operands, target):
+    """Speed-up of the Vector perf mode, 1 when it does not apply."""
+    if not target.has("vector_perf_mode"):
+        return 1
+    if not all(t.dtype.name in ("bfloat16", "float16") for t in operands):
+        return 1
+    placement = "psum" if any(t.buffer.name == "psum" for t in operands) else "sbuf"
+    return PERF_MODE_SPEEDUP.get((opcode, placement), 1)
