@@ -31,7 +31,7 @@ class Storage:
         self.data = data            # flat numpy array, or None in a timing-only run
         self.row_size = math.prod(self.shape[1:])
         self.reads = {}             # cycle model: access box -> time the last reader finished
-        self.writes = {}            # cycle model: access box -> time the last writer's data is ready
+        self.writes = {}            # cycle model: access box -> (data ready, writer done, writer engine)
         # PSUM only: elements an open matmul accumulation group is adding into.
         self.matmul_open = None
 

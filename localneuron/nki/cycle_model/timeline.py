@@ -44,21 +44,27 @@ class Timeline:
                 [(t.storage, t.box()) for t in writes if t is not None])
 
     @staticmethod
-    def _ready_after(reads, writes):
+    def _ready_after(engine, reads, writes):
+        """Earliest start allowed by earlier accesses. An engine consumes its own results in
+        pipeline order (e.g. PSUM accumulation on TensorE) without a semaphore round trip."""
         ready = 0.0
         for storage, box in reads:
-            for other, when in storage.writes.items():
+            for other, (data_ready, done, writer) in storage.writes.items():
+                when = done if writer == engine else data_ready
                 if when > ready and _overlaps(box, other):
                     ready = when
         for storage, box in writes:
-            for table in (storage.writes, storage.reads):
-                for other, when in table.items():
-                    if when > ready and _overlaps(box, other):
-                        ready = when
+            for other, (data_ready, done, writer) in storage.writes.items():
+                when = done if writer == engine else data_ready
+                if when > ready and _overlaps(box, other):
+                    ready = when
+            for other, done in storage.reads.items():
+                if done > ready and _overlaps(box, other):
+                    ready = done
         return ready
 
     @staticmethod
-    def _record(reads, writes, done, ready):
+    def _record(engine, reads, writes, done, ready):
         for storage, box in reads:
             if storage.reads.get(box, -1.0) < done:
                 storage.reads[box] = done
@@ -67,7 +73,7 @@ class Timeline:
             for table in (storage.writes, storage.reads):
                 for other in [o for o in table if _covers(box, o)]:
                     del table[other]
-            storage.writes[box] = ready
+            storage.writes[box] = (ready, done, engine)
 
     def _log(self, engine, opcode, start, end):
         self.counts[opcode] += 1
@@ -78,13 +84,13 @@ class Timeline:
     def compute(self, engine, opcode, cycles, reads=(), writes=()):
         clock = self.target.clock_ghz[engine]
         reads, writes = self._accesses(reads, writes)
-        start = max(self.free_at[engine], self._ready_after(reads, writes))
+        start = max(self.free_at[engine], self._ready_after(engine, reads, writes))
         busy = cycles / clock
         done = start + busy
         ready = done + costs.DEPENDENCY_LATENCY / clock
         self.free_at[engine] = done
         self.busy[engine] += busy
-        self._record(reads, writes, done, ready)
+        self._record(engine, reads, writes, done, ready)
         self.finish = max(self.finish, ready)
         self._log(engine, opcode, start, done)
 
@@ -98,13 +104,13 @@ class Timeline:
         chosen = [(self.next_queue + i) % queues for i in range(used)]
         self.next_queue = (self.next_queue + used) % queues
         reads, writes = self._accesses(reads, writes)
-        start = max([self._ready_after(reads, writes)] + [self.queue_free_at[q] for q in chosen])
+        start = max([self._ready_after("dma", reads, writes)] + [self.queue_free_at[q] for q in chosen])
         for q in chosen:
             self.queue_free_at[q] = start + busy
             self.queue_busy[q] += busy
         # Small transfers are bound by the fixed descriptor/semaphore latency, large ones by bandwidth.
         ready = start + max(busy, self.target.dma_fixed_latency_ns)
-        self._record(reads, writes, start + busy, ready)
+        self._record("dma", reads, writes, start + busy, ready)
         self.finish = max(self.finish, ready)
         self._log("dma", opcode, start, start + busy)
 
