@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,32 @@ struct Executable {
 
 std::shared_mutex g_cache_mutex;
 std::unordered_map<uint64_t, std::unique_ptr<Executable>> g_cache;
+std::atomic<uint64_t> g_cache_generation{1};  // bumped when executables are discarded
+
+// Per-thread direct-mapped copy of the cache so that a hit takes no lock.
+struct ThreadCache {
+  static constexpr size_t kSlots = 1024;
+  uint64_t generation = 0;
+  uint64_t keys[kSlots] = {};
+  Executable* values[kSlots] = {};
+
+  Executable* find(uint64_t key) {
+    if (generation != g_cache_generation.load(std::memory_order_relaxed)) return nullptr;
+    const size_t slot = key & (kSlots - 1);
+    return keys[slot] == key ? values[slot] : nullptr;
+  }
+  void put(uint64_t key, Executable* exe) {
+    const uint64_t current = g_cache_generation.load(std::memory_order_relaxed);
+    if (generation != current) {
+      std::fill(std::begin(keys), std::end(keys), 0);
+      generation = current;
+    }
+    const size_t slot = key & (kSlots - 1);
+    keys[slot] = key;
+    values[slot] = exe;
+  }
+};
+thread_local ThreadCache t_cache;
 std::atomic<int64_t> g_hits{0}, g_misses{0};
 
 struct Callbacks {
@@ -38,7 +65,7 @@ struct Callbacks {
 };
 Callbacks* g_callbacks = nullptr;  // process lifetime; never destroyed after interpreter shutdown
 
-std::unique_ptr<torch::Library> g_fallback_library;
+std::unique_ptr<torch::Library> g_fallback_library, g_composite_library;
 // Set while a Python route re-issues its op with prepared arguments: run them on the device.
 thread_local bool t_device_route_only = false;
 
@@ -253,17 +280,21 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   const size_t nargs = op.schema().arguments().size();
   const size_t begin = stack->size() - nargs;
   const uint64_t key = signature(op, *stack, begin);
-  Executable* exe = nullptr;
-  {
+  Executable* exe = t_cache.find(key);
+  if (exe == nullptr) {
     std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
     auto it = g_cache.find(key);
-    if (it != g_cache.end()) exe = it->second.get();
+    if (it != g_cache.end()) {
+      exe = it->second.get();
+      t_cache.put(key, exe);
+    }
   }
   if (exe != nullptr) {
     g_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
     g_misses.fetch_add(1, std::memory_order_relaxed);
     exe = compile(op, stack, begin, key);
+    t_cache.put(key, exe);
   }
   exe->calls.fetch_add(1, std::memory_order_relaxed);
   if (exe->route == Route::Python && !t_device_route_only) {
@@ -301,6 +332,13 @@ void install_executor() {
   g_fallback_library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                                         __FILE__, __LINE__);
   g_fallback_library->fallback(torch::CppFunction::makeFromBoxedFunction<&execute>());
+  // Composite ops whose decomposition would end in a backend hook (convolution_overrideable) that a
+  // device must implement itself: run them whole, like any other op.
+  g_composite_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                                         __FILE__, __LINE__);
+  for (const char* name : {"convolution", "convolution_backward", "_convolution"}) {
+    g_composite_library->impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
+  }
 }
 
 ExecutorCounters executor_counters() {
@@ -327,6 +365,7 @@ void reset_executable_calls() {
 
 void clear_executables() {
   std::unique_lock<std::shared_mutex> lock(g_cache_mutex);
+  g_cache_generation++;
   g_cache.clear();
 }
 

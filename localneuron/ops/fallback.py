@@ -34,7 +34,8 @@ def run_on_host(op, args, kwargs):
         _write_back(originals[name], hosts[name], written_back)
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
-        return written_back.get(id(t)) or t.to(device)
+        original = written_back.get(id(t))
+        return original if original is not None else t.to(device)
 
     return arguments.map_tensors(to_device, result)
 
