@@ -3,8 +3,10 @@
 Importing this package (PyTorch does it on `import torch` through the torch.backends entry point)
 registers the device; `torch_neuronx` holds TorchNeuron's public API names.
 """
-from localneuron import _C  # noqa: F401  (loads the C++ core: allocator, guard, hooks, kernels)
-from localneuron.device.registration import register as _register
+import torch  # noqa: F401  (the C++ core links against torch's libraries)
+
+from localneuron import _C  # noqa: F401,E402  (loads the C++ core: allocator, guard, hooks, kernels)
+from localneuron.device.registration import register as _register  # noqa: E402
 
 _register()
 

@@ -1,0 +1,20 @@
+"""torch_neuronx: TorchNeuron's public Python API, served by localneuron's simulated device.
+
+Names follow TorchNeuron 2.33 (contract §4.2); each comes from the localneuron layer that implements it.
+"""
+import localneuron  # noqa: F401  (registers the device when autoload is disabled)
+from localneuron.device.devices import (  # noqa: F401
+    current_device, device, device_count, get_device_properties, synchronize,
+)
+from localneuron.device.devices import is_initialized as is_neuron_runtime_initialized  # noqa: F401
+from localneuron.device.devices import set_device  # noqa: F401
+from localneuron.device.memory import (  # noqa: F401
+    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+)
+from localneuron.device.streams import (  # noqa: F401
+    Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
+)
+from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: F401
+from torch_neuronx import memory  # noqa: F401,E402
+from torch_neuronx import neuron  # noqa: F401,E402
