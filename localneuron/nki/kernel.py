@@ -150,16 +150,14 @@ def _output(value, numerics):
     return value
 
 
-def _instances(grid):
-    """(count, run in parallel?) for an LNC degree (parallel cores) or an SPMD grid (serial on one core)."""
+def _grid_shape(grid):
+    """(grid shape, instances run in parallel?): an LNC degree runs on parallel cores, a legacy
+    SPMD grid runs its instances one after another on one core."""
     if isinstance(grid, int):
         if grid not in (1, 2):
             raise NkiUsageError(f"kernel[{grid}]: the LNC degree must be 1 or 2")
-        return grid, True
-    count = 1
-    for g in (grid if isinstance(grid, (tuple, list)) else (grid,)):
-        count *= int(g)
-    return count, False
+        return (grid,), True
+    return tuple(int(g) for g in grid), False
 
 
 def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=False):
@@ -174,14 +172,14 @@ def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=F
         else:
             storages[name] = _argument_storage(name, host, numerics, precise)
             call_args[name] = NkiTensor(storages[name])
-    count, parallel = _instances(grid)
+    shape, parallel = _grid_shape(grid)
     shared_allocations = []
     reports, written, result = [], set(), None
-    for program_id in range(count):
+    for instance in range(int(np.prod(shape))):
         for storage in storages.values():
             storage.reads.clear()
             storage.writes.clear()
-        run = KernelRun(kernel.__name__, target, numerics, precise, program_id, count, keep_trace,
+        run = KernelRun(kernel.__name__, target, numerics, precise, shape, instance, keep_trace,
                         shared_allocations)
         with run.active():
             result = kernel.fn(**call_args)

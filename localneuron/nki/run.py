@@ -23,14 +23,14 @@ def current_run():
 
 
 class KernelRun:
-    def __init__(self, kernel_name, target, numerics, precise, program_id=0, num_programs=1, keep_trace=False,
+    def __init__(self, kernel_name, target, numerics, precise, grid=(1,), instance=0, keep_trace=False,
                  shared_allocations=None):
         self.kernel_name = kernel_name
         self.target = target
         self.numerics = numerics
         self.precise = precise
-        self.program_id = program_id
-        self.num_programs = num_programs
+        self.grid = tuple(grid)                                   # launch grid (LNC degree or SPMD shape)
+        self.coordinates = tuple(int(c) for c in np.unravel_index(instance, self.grid))
         self.memory = OnChipMemory(target)
         self.timeline = Timeline(target, keep_trace)
         # ScalarE reduce_regs and the Vector exponential accumulators: one per partition lane.

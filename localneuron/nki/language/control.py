@@ -40,15 +40,22 @@ def no_reorder():
 
 
 def program_id(axis=0):
-    return current_run().program_id
+    """This instance's coordinate along `axis` of the launch grid (the LNC core under kernel[2])."""
+    return current_run().coordinates[axis]
 
 
 def num_programs(axes=0):
-    return current_run().num_programs
+    grid = current_run().grid
+    if isinstance(axes, int):
+        return grid[axes]
+    count = 1
+    for axis in axes:
+        count *= grid[axis]
+    return count
 
 
 def program_ndim():
-    return 1
+    return len(current_run().grid)
 
 
 def device_print(prefix, tile):
