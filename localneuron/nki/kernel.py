@@ -45,6 +45,10 @@ def host_array(value):
     return None
 
 
+# Every kernel by creation order; torch.compile graphs refer to a kernel by its index here.
+KERNELS = []
+
+
 class Kernel:
     def __init__(self, fn, options):
         if "platform_target" in options:
@@ -53,6 +57,8 @@ class Kernel:
         self.fn = fn
         self.options = options
         functools.update_wrapper(self, fn)
+        self.registry_index = len(KERNELS)
+        KERNELS.append(self)
 
     def __getitem__(self, grid):
         """kernel[lnc] (1 or 2 NeuronCores) or a legacy SPMD grid kernel[gx, gy]."""

@@ -9,13 +9,18 @@
 * `nki_op` registers a launcher as a torch custom op whose fake kernel is the launcher itself,
   so it runs in eager, appears as one node under torch.compile, and takes `register_autograd`.
 * `wrap_nki(kernel)[grid](...)` launches a kernel on a grid.
+* Inside torch.compile, a kernel call (direct, or through wrap_nki) becomes one node of the
+  generic op `localneuron_nki::launch`, which names the kernel by its registry index and
+  carries the grid and compile-time constants as a literal string.
 """
+import ast
+
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .dtypes import as_dtype
-from .kernel import HostArray, Kernel, Launch, execute
+from .kernel import KERNELS, HostArray, Kernel, Launch, execute
 
 TORCH_DTYPES = {
     "float32": torch.float32, "tfloat32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -52,6 +57,12 @@ def _to_tensor(host, device, symbolic):
 
 
 def call_with_tensors(launch, args, kwargs):
+    if torch.compiler.is_compiling():
+        return _launch_in_graph(launch, args, kwargs)
+    return _call_on_host(launch, args, kwargs)
+
+
+def _call_on_host(launch, args, kwargs):
     tensors = [a for a in list(args) + list(kwargs.values()) if _is_tensor(a)]
     symbolic = any(_is_symbolic(t) for t in tensors)
     device = tensors[0].device
@@ -87,6 +98,76 @@ def nki_op(name, fn=None, mutates_args={}):
         op.register_fake(launcher)
         return op
     return register if fn is None else register(fn)
+
+
+# --- one graph node per kernel call under torch.compile -------------------------------------
+
+def _split(args, kwargs):
+    """Tensors in call order, and a literal template of the call with tensors as ('t', index)."""
+    tensors, template_args, template_kwargs = [], [], {}
+    for value in args:
+        template_args.append(("t", len(tensors)) if _is_tensor(value) else ("c", value))
+        if _is_tensor(value):
+            tensors.append(value)
+    for key, value in kwargs.items():
+        template_kwargs[key] = ("t", len(tensors)) if _is_tensor(value) else ("c", value)
+        if _is_tensor(value):
+            tensors.append(value)
+    return tensors, template_args, template_kwargs
+
+
+@torch._dynamo.assume_constant_result
+def _plan_call(kernel_index, grid, template_args, template_kwargs, tensor_meta):
+    """Specialise the call on shapes while Dynamo traces: the literal config for the graph node
+    and whether the kernel writes its inputs (which picks the in-place op)."""
+    shaped = [HostArray(None, as_dtype(dtype), shape) for shape, dtype in tensor_meta]
+    pick = (lambda entry: shaped[entry[1]] if entry[0] == "t" else entry[1])
+    execution = execute(KERNELS[kernel_index], grid, [pick(e) for e in template_args],
+                        {k: pick(e) for k, e in template_kwargs.items()}, numerics=False, record=False)
+    return repr((grid, template_args, template_kwargs)), bool(execution.written)
+
+
+def _launch_in_graph(launch, args, kwargs):
+    tensors, template_args, template_kwargs = _split(args, kwargs)
+    meta = tuple((tuple(t.shape), t.dtype) for t in tensors)
+    config, writes_inputs = _plan_call(launch.kernel.registry_index, launch.grid, tuple(template_args),
+                                       template_kwargs, meta)
+    if writes_inputs:
+        torch.ops.localneuron_nki.launch_inplace(launch.kernel.registry_index, config, tensors)
+        return None
+    outputs = torch.ops.localneuron_nki.launch(launch.kernel.registry_index, config, tensors)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _flatten(value):
+    if _is_tensor(value):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flatten(v)]
+    return []
+
+
+def _run_config(kernel_index, config, tensors):
+    grid, template_args, template_kwargs = ast.literal_eval(config)
+    pick = (lambda entry: tensors[entry[1]] if entry[0] == "t" else entry[1])
+    args = [pick(entry) for entry in template_args]
+    kwargs = {key: pick(entry) for key, entry in template_kwargs.items()}
+    return _call_on_host(Launch(KERNELS[kernel_index], grid), args, kwargs)
+
+
+def _launch_outputs(kernel_index: int, config: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _flatten(_run_config(kernel_index, config, tensors))
+
+
+def _launch_inplace(kernel_index: int, config: str, tensors: list[torch.Tensor]) -> None:
+    _run_config(kernel_index, config, tensors)
+
+
+# Each launcher is also its own fake kernel: on fake tensors _call_on_host makes a shape-only dry run.
+_launch_op = torch.library.custom_op("localneuron_nki::launch", mutates_args=())(_launch_outputs)
+_launch_op.register_fake(_launch_outputs)
+_launch_inplace_op = torch.library.custom_op("localneuron_nki::launch_inplace", mutates_args={"tensors"})(_launch_inplace)
+_launch_inplace_op.register_fake(_launch_inplace)
 
 
 class NkiKernelCaller:
