@@ -332,13 +332,14 @@ void install_executor() {
   g_fallback_library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                                         __FILE__, __LINE__);
   g_fallback_library->fallback(torch::CppFunction::makeFromBoxedFunction<&execute>());
-  // Composite ops whose decomposition would end in a backend hook (convolution_overrideable) that a
-  // device must implement itself: run them whole, like any other op.
-  g_composite_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                                         __FILE__, __LINE__);
-  for (const char* name : {"convolution", "convolution_backward", "_convolution"}) {
-    g_composite_library->impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
+}
+
+void route_whole(const std::string& op_name) {
+  if (!g_composite_library) {
+    g_composite_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                           c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   }
+  g_composite_library->impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
 }
 
 ExecutorCounters executor_counters() {

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -18,6 +19,8 @@ enum class Route : int { Device = 0, Python = 1 };
 void set_executor_callbacks(pybind11::object on_miss, pybind11::object run_python,
                             pybind11::object on_device_failure);
 void install_executor();
+// Runs a composite op ("name.overload") whole through the executor instead of its decomposition.
+void route_whole(const std::string& op_name);
 // Returns the previous setting; see t_device_route_only in executor.cpp.
 bool set_device_route_only(bool on);
 

@@ -62,6 +62,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("set_executor_callbacks", &set_executor_callbacks);
   m.def("install_executor", &install_executor);
+  m.def("route_whole", &route_whole);
   m.def("set_device_route_only", &set_device_route_only);
   m.def("executor_counters", [] {
     const ExecutorCounters c = executor_counters();

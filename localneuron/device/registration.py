@@ -7,6 +7,7 @@ import torch
 from localneuron import _C
 from localneuron.device import neuron_module
 from localneuron.ops import policy
+from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.runtime.config import device_config
 
 _registered = False
@@ -28,5 +29,6 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_executor_callbacks(policy.on_miss, policy.run_python, policy.on_device_failure)
     _C.install_executor()
+    route_whole_ops()
     os.register_at_fork(after_in_child=neuron_module._mark_forked_child)
     _registered = True

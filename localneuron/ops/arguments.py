@@ -50,7 +50,8 @@ def map_tensors(fn, tree):
     return tree_map(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, tree)
 
 
-def uses_64bit(args, kwargs) -> bool:
+def uses_64bit(args, kwargs, ignore_int64: bool = False) -> bool:
+    wide = (torch.float64,) if ignore_int64 else SIXTY_FOUR_BIT
     flat, _ = tree_flatten((args, kwargs))
-    return any((isinstance(x, torch.Tensor) and x.device.type == "neuron" and x.dtype in SIXTY_FOUR_BIT)
-               or (isinstance(x, torch.dtype) and x in SIXTY_FOUR_BIT) for x in flat)
+    return any((isinstance(x, torch.Tensor) and x.device.type == "neuron" and x.dtype in wide)
+               or (isinstance(x, torch.dtype) and x in wide) for x in flat)

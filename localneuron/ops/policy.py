@@ -10,6 +10,7 @@ import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.features import UNSUPPORTED
+from localneuron.ops.index_ops import INDEX_OPS
 from localneuron.ops.support_table import CPU_FALLBACK
 
 DEVICE, PYTHON = 0, 1
@@ -46,7 +47,7 @@ def on_miss(op, args, kwargs):
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         kind, route = tracking.FALLBACK, PYTHON
-    elif arguments.uses_64bit(args, kwargs):
+    elif arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS):
         kind, route = tracking.NATIVE_32BIT, PYTHON
     else:
         kind, route = tracking.NATIVE, DEVICE

@@ -1,0 +1,97 @@
+"""The portability report: what a run would do on Trainium (ops on the device, CPU fallbacks, 64-bit
+downcasts, device memory against capacity, executable-cache behaviour), plus the sections of the
+compile, distributed and NKI layers when the run used them."""
+import importlib
+import sys
+
+from localneuron import _C
+from localneuron.ops import tracking
+from localneuron.runtime.config import device_config
+
+# report section -> the layer package that must have been used, and its report module
+LAYER_SECTIONS = {
+    "compile": ("localneuron.compiler", "localneuron.compiler.report"),
+    "distributed": ("localneuron.distributed", "localneuron.distributed.report"),
+    "nki": ("localneuron.nki", "localneuron.nki.report"),
+}
+
+
+def _used_layers():
+    for name, (package, module) in LAYER_SECTIONS.items():
+        if package in sys.modules:
+            yield name, importlib.import_module(module)
+
+
+def collect() -> dict:
+    config = device_config()
+    counts = tracking.op_counts()
+    hits, misses, executables = _C.executor_counters()
+    memory = []
+    for index in range(_C.device_count()):
+        c = _C.memory_counters(index)
+        if c["alloc_requests"]:
+            memory.append({"device": f"neuron:{index}", "peak_allocated_bytes": c["allocated_peak"],
+                           "peak_reserved_bytes": c["reserved_peak"], "capacity_bytes": c["capacity"],
+                           "out_of_memory_errors": c["ooms"]})
+    data = {
+        "target": config.target.name,
+        "visible_cores": len(config.visible_cores),
+        "native_ops": dict(counts[tracking.NATIVE].most_common()),
+        "native_ops_computed_in_32bit": dict(counts[tracking.NATIVE_32BIT].most_common()),
+        "cpu_fallback_ops": dict(counts[tracking.FALLBACK].most_common()),
+        "view_ops": dict(counts[tracking.VIEW].most_common()),
+        "native_ops_not_in_support_table": tracking.unlisted_native_ops(),
+        "memory": memory,
+        "executable_cache": {"hits": hits, "misses": misses, "executables": executables},
+        "transfers": _C.transfer_counters(),
+    }
+    for name, module in _used_layers():
+        data[name] = module.collect()
+    return data
+
+
+def _bytes(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
+def _op_lines(title: str, ops: dict, limit: int = 25) -> list[str]:
+    lines = [f"{title}: {len(ops)} ops, {sum(ops.values())} calls"]
+    for op, calls in list(ops.items())[:limit]:
+        lines.append(f"    {op:<44} {calls:>9}")
+    if len(ops) > limit:
+        lines.append(f"    ... and {len(ops) - limit} more (see --json)")
+    return lines
+
+
+def render(data: dict) -> str:
+    lines = ["", "=" * 72, f"localneuron portability report (simulated {data['target']}, "
+             f"{data['visible_cores']} NeuronCores visible)", "=" * 72]
+    lines += _op_lines("Ran natively on the NeuronCore", data["native_ops"])
+    if data["native_ops_computed_in_32bit"]:
+        lines += _op_lines("64-bit tensors computed in 32-bit (float64->float32, int64->int32)",
+                           data["native_ops_computed_in_32bit"])
+    if data["cpu_fallback_ops"]:
+        lines += _op_lines("CPU FALLBACKS (slow on Trainium: inputs copied to the host and back)",
+                           data["cpu_fallback_ops"])
+    else:
+        lines.append("CPU fallbacks: none")
+    unlisted = data["native_ops_not_in_support_table"]
+    if unlisted:
+        lines.append(f"Assumed native but not confirmed by the support table ({len(unlisted)}): "
+                     + ", ".join(unlisted[:12]) + (" ..." if len(unlisted) > 12 else ""))
+    for m in data["memory"]:
+        share = 100.0 * m["peak_reserved_bytes"] / m["capacity_bytes"]
+        lines.append(f"Peak device memory on {m['device']}: {_bytes(m['peak_allocated_bytes'])} allocated, "
+                     f"{_bytes(m['peak_reserved_bytes'])} reserved of {_bytes(m['capacity_bytes'])} HBM "
+                     f"({share:.1f}%)" + (f", {m['out_of_memory_errors']} OUT-OF-MEMORY errors"
+                                          if m["out_of_memory_errors"] else ""))
+    cache = data["executable_cache"]
+    lines.append(f"Executable cache: {cache['misses']} compiled (misses), {cache['hits']} hits, "
+                 f"{cache['executables']} executables")
+    t = data["transfers"]
+    lines.append(f"Host<->device transfers: {_bytes(t['host_to_device_bytes'])} to the device, "
+                 f"{_bytes(t['device_to_host_bytes'])} back to the host")
+    for name, module in _used_layers():
+        lines += module.render(data[name])
+    lines.append("=" * 72)
+    return "\n".join(lines)

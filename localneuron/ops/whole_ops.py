@@ -1,0 +1,60 @@
+"""Composite ops the device runs whole instead of through PyTorch's decomposition.
+
+PyTorch decomposes these for an out-of-tree device (CompositeExplicitAutograd), while TorchNeuron
+implements them as single ops; running them whole keeps the op accounting faithful and uses the
+host's fused kernels. Factory and copy ops are left to their decompositions: their results may
+belong to the host.
+"""
+import torch
+
+from localneuron import _C
+
+# op -> why it is run whole
+WHOLE_OPS = {
+    "aten::_convolution": "would end in convolution_overrideable, a hook every device must implement",
+    "aten::convolution": "would end in convolution_overrideable",
+    "aten::convolution_backward": "would end in convolution_backward_overrideable",
+    "aten::native_layer_norm": "decomposes into batch_norm on a reshaped input",
+    "aten::embedding": "decomposes into index_select",
+    "aten::stack": "TorchNeuron lowers it as one op",
+    "aten::repeat": "TorchNeuron lowers it as one op",
+    "aten::constant_pad_nd": "TorchNeuron lowers it as one op",
+    "aten::mean": "TorchNeuron lowers it as one op",
+    "aten::masked_fill": "TorchNeuron lowers it as one op",
+    "aten::slice_backward": "TorchNeuron lowers it as one op",
+    "aten::clone": "one copy instead of empty_like + copy_",
+    "aten::add": "scalar overloads wrap the scalar and redispatch",
+    "aten::sub": "scalar overloads wrap the scalar and redispatch",
+    "aten::mul": "scalar overloads wrap the scalar and redispatch",
+    "aten::div": "scalar overloads wrap the scalar and redispatch",
+    "aten::add_": "scalar overloads wrap the scalar and redispatch",
+    "aten::sub_": "scalar overloads wrap the scalar and redispatch",
+    "aten::mul_": "scalar overloads wrap the scalar and redispatch",
+    "aten::div_": "scalar overloads wrap the scalar and redispatch",
+    "aten::_foreach_add": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_add_": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_sub": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_sub_": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_mul": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_mul_": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_div": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_div_": "optimizers: one op per parameter group instead of one per tensor",
+    "aten::_foreach_norm": "gradient clipping: one op instead of one per tensor",
+}
+
+
+def route_whole_ops() -> None:
+    for name in WHOLE_OPS:
+        packet = getattr(torch.ops.aten, name.split("::")[1])
+        for overload in packet.overloads():
+            qualified = f"{name}.{overload}" if overload != "default" else name
+            if not overload.endswith("out") and _decomposes_on_device(qualified):
+                _C.route_whole(qualified.split("::")[1])
+
+
+def _decomposes_on_device(qualified: str) -> bool:
+    try:
+        return (torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeExplicitAutograd")
+                and not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"))
+    except RuntimeError:  # TorchScript-only overloads (add.t, ...) are not dispatcher ops
+        return False
