@@ -76,6 +76,9 @@ class Launch:
         self.kernel = kernel
         self.grid = grid
 
+    def __getitem__(self, grid):
+        return Launch(self.kernel, grid)
+
     def __call__(self, *args, **kwargs):
         if _has_torch_tensor(args, kwargs):
             from .torch_integration import call_with_tensors
