@@ -12,6 +12,11 @@ from collections import Counter
 from . import costs
 
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+PARTITIONS_PER_DMA_QUEUE = 8   # 16 queues serve 128 partitions
+# TensorE accumulates consecutive matmuls into PSUM inside its pipeline, without a semaphore
+# round trip. Other engines pay the dependency latency even on their own results (the
+# published 189 ns ScalarE read-after-write chain).
+PIPELINED_ENGINES = {"tensor"}
 
 
 def _overlaps(a, b):
@@ -45,17 +50,17 @@ class Timeline:
 
     @staticmethod
     def _ready_after(engine, reads, writes):
-        """Earliest start allowed by earlier accesses. An engine consumes its own results in
-        pipeline order (e.g. PSUM accumulation on TensorE) without a semaphore round trip."""
+        """Earliest start allowed by earlier accesses."""
+        pipelined = engine in PIPELINED_ENGINES
         ready = 0.0
         for storage, box in reads:
             for other, (data_ready, done, writer) in storage.writes.items():
-                when = done if writer == engine else data_ready
+                when = done if pipelined and writer == engine else data_ready
                 if when > ready and _overlaps(box, other):
                     ready = when
         for storage, box in writes:
             for other, (data_ready, done, writer) in storage.writes.items():
-                when = done if writer == engine else data_ready
+                when = done if pipelined and writer == engine else data_ready
                 if when > ready and _overlaps(box, other):
                     ready = when
             for other, done in storage.reads.items():
@@ -97,7 +102,7 @@ class Timeline:
     def dma(self, opcode, rows, descriptors_per_row, descriptor_bytes, reads=(), writes=()):
         """A transfer of `rows` rows, spread over the DMA queues (about 8 partitions per queue)."""
         queues = self.target.dma_queues
-        used = min(queues, max(1, rows))
+        used = min(queues, max(1, -(-rows // PARTITIONS_PER_DMA_QUEUE)))
         rows_per_queue = -(-rows // used)
         per_descriptor = self.dma_descriptor_ns + descriptor_bytes / self.target.dma_peak_bytes_per_ns
         busy = rows_per_queue * descriptors_per_row * per_descriptor
