@@ -201,6 +201,23 @@ struct AliasedInput {
               op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as scalars.");
 }
 
+// TorchNeuron accepts host tensors only as 0-dim scalars; anything else is the caller's mistake.
+void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
+  auto check = [&](const at::Tensor& t, size_t index) {
+    if (t.defined() && !t.is_privateuseone() && t.dim() > 0) reject_other_device(op, index, t);
+  };
+  for (size_t i = begin; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      check(v.toTensor(), i - begin);
+    } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) check(e.toTensor(), i - begin);
+      }
+    }
+  }
+}
+
 // Runs the op's host kernel on aliases of its device tensors and maps the results back.
 void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, const Executable& exe) {
   const auto& schema = op.schema();
@@ -214,7 +231,6 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size
       inputs.push_back({t, a});
       return a;
     }
-    if (t.dim() > 0) reject_other_device(op, index, t);
     return t;
   };
   for (size_t i = begin; i < stack->size(); i++) {
@@ -301,6 +317,7 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
     call_python(g_callbacks->run_python, py::int_(exe->id), op, stack, begin);
     return;
   }
+  check_devices(op, *stack, begin);
   // Kept so that a failing device execution can be retried or reported with the original arguments.
   c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
   try {

@@ -1,0 +1,41 @@
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import localneuron  # noqa: F401  (the device, also when autoload is disabled)
+import torch_neuronx
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (for import-time and environment behaviour)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def tracking():
+    torch_neuronx.clear_op_tracking()
+    yield torch_neuronx
+    torch_neuronx.clear_op_tracking()
+
+
+@pytest.fixture
+def quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def to_neuron(*tensors):
+    return [t.to("neuron") for t in tensors]
+
+
+@pytest.fixture(autouse=True)
+def _back_on_device_zero():
+    yield
+    torch.neuron.set_device(0)

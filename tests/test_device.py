@@ -1,0 +1,96 @@
+"""The neuron device itself: loading, names, indices, the torch.neuron module and torch.accelerator."""
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def test_autoload_makes_neuron_usable_after_import_torch_alone():
+    r = run_python("import torch; t = torch.ones(2, device='neuron'); print(t.device, t.sum().item())")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["neuron:0", "2.0"]
+
+
+def test_autoload_disabled_leaves_device_unregistered_until_import():
+    code = ("import torch\n"
+            "try:\n    torch.ones(1, device='neuron'); print('registered')\n"
+            "except RuntimeError:\n    print('unregistered')\n"
+            "import torch_neuronx\nprint(torch.ones(1, device='neuron').device)")
+    r = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["unregistered", "neuron:0"]
+
+
+def test_autoload_failure_is_one_warning_and_import_torch_still_works():
+    r = run_python("import torch; print('imported', torch.__version__)", env={"LOCALNEURON_TARGET": "trn9"})
+    assert r.returncode == 0, r.stderr
+    assert "imported" in r.stdout
+    assert "LOCALNEURON_TARGET='trn9'" in r.stderr and "import torch` continues" in r.stderr
+
+
+def test_device_indices_and_generated_methods():
+    assert torch.neuron.device_count() == 4  # one trn2 chip: 4 logical NeuronCores (LNC=2)
+    t = torch.arange(6).neuron()
+    assert t.is_neuron and t.device == torch.device("neuron", 0)
+    u = torch.ones(3, device="neuron:2")
+    assert u.device.index == 2 and u.get_device() == 2
+    m = torch.nn.Linear(2, 2).neuron()
+    assert m.weight.device.type == "neuron"
+    assert torch.device("privateuseone").type == "neuron"
+
+
+def test_set_device_range_error_and_device_context():
+    with pytest.raises(ValueError, match=r"Invalid device id: 4\. Valid range is 0 to 3"):
+        torch.neuron.set_device(4)
+    with torch.neuron.device(3):
+        assert torch.neuron.current_device() == 3
+        assert torch.empty(1, device="neuron").device.index == 3
+    assert torch.neuron.current_device() == 0
+    torch.neuron.set_device(torch.device("neuron:1"))
+    assert torch.neuron.current_device() == 1
+
+
+def test_device_names_and_properties():
+    assert torch.neuron.get_device_name(1) == "neuron:1"
+    assert torch.neuron.get_device_name(torch.device("neuron:2")) == "neuron:2"
+    with pytest.raises(ValueError, match="Incorrect device argument"):
+        torch.neuron.get_device_name("neuron:0")
+    props = torch.neuron.get_device_properties(0)
+    assert props.total_memory == 24 * 2**30 and "trn2" in props.name
+    assert torch.neuron.is_available() and torch.neuron.is_initialized()
+    assert torch.neuron.get_amp_supported_dtype() == [torch.float32, torch.float16, torch.bfloat16]
+    assert torch.neuron.is_bf16_supported()
+
+
+def test_target_selection_and_visible_cores():
+    code = ("import torch; p = torch.neuron.get_device_properties(0); "
+            "print(torch.neuron.device_count(), p.total_memory // 2**30, p.name)")
+    r = run_python(code, env={"LOCALNEURON_TARGET": "trn3"})
+    assert r.returncode == 0, r.stderr
+    count, gib, *_ = r.stdout.split()
+    assert (count, gib) == ("4", "36") and "trn3" in r.stdout
+    r = run_python("import torch; print(torch.neuron.device_count())", env={"NEURON_RT_VISIBLE_CORES": "1-2"})
+    assert r.stdout.strip() == "2", r.stderr
+    r = run_python("import torch; print(torch.neuron.device_count())", env={"NEURON_RT_VISIBLE_CORES": "7"})
+    assert "NEURON_RT_VISIBLE_CORES='7' names core 7" in r.stderr
+
+
+def test_torch_accelerator_answers_for_neuron():
+    assert torch.accelerator.current_accelerator() == torch.device("neuron")
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 4
+    torch.accelerator.set_device_index(2)
+    assert torch.accelerator.current_device_index() == 2 == torch.neuron.current_device()
+    torch.accelerator.synchronize()
+    torch.neuron.synchronize()
+
+
+def test_torch_neuronx_exposes_public_names():
+    import torch_neuronx
+
+    for name in ["device_count", "current_device", "set_device", "get_device_properties", "synchronize",
+                 "empty_cache", "is_neuron_runtime_initialized", "current_stream", "default_stream",
+                 "set_stream", "stream", "device", "Stream", "Event", "memory_allocated", "memory_stats",
+                 "get_fallback_ops", "get_executed_ops", "clear_op_tracking", "memory"]:
+        assert hasattr(torch_neuronx, name), name
+    with pytest.raises(ValueError, match="Invalid device id"):
+        torch_neuronx.set_device(9)

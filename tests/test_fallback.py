@@ -1,0 +1,94 @@
+"""CPU fallback: same results, copied in and out, warned once, tracked; and the switches that make it an error."""
+import warnings
+
+import pytest
+import torch
+
+from conftest import run_python
+
+
+def test_fallback_op_matches_cpu_and_is_tracked_and_warned_once(tracking):
+    a = torch.randn(5, 5)
+    n = a.to("neuron")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q1, r1 = torch.linalg.qr(n)
+        q2, _ = torch.linalg.qr(n)
+    assert q1.device.type == "neuron" and r1.device.type == "neuron"
+    q_ref, r_ref = torch.linalg.qr(a)
+    torch.testing.assert_close(q1.cpu(), q_ref)
+    torch.testing.assert_close(r1.cpu(), r_ref)
+    messages = [str(w.message) for w in caught if "linalg_qr" in str(w.message)]
+    assert messages == ["[Neuron] [WARNING] Operator 'aten::linalg_qr' executed via CPU fallback (inputs copied to "
+                        "the host and results back); this is slow on Trainium. torch_neuronx.get_fallback_ops() "
+                        "lists every op that fell back."]
+    assert "aten::linalg_qr" in tracking.get_fallback_ops()
+    assert "aten::linalg_qr" not in tracking.get_executed_ops()
+
+
+def test_native_ops_are_tracked_and_clear_resets(tracking):
+    x = torch.randn(4).to("neuron")
+    (x * 2).relu()
+    executed = tracking.get_executed_ops()
+    assert "aten::mul" in executed and "aten::relu" in executed
+    assert tracking.get_fallback_ops() == []
+    tracking.clear_op_tracking()
+    assert tracking.get_executed_ops() == [] and tracking.get_fallback_ops() == []
+
+
+def test_in_place_fallback_writes_back_into_views(quiet):
+    base = torch.zeros(4, 6)
+    n = base.to("neuron")
+    gen = torch.Generator().manual_seed(0)
+    ref_view = base[1:3, ::2]
+    dev_view = n[1:3, ::2]
+    # exponential_ is an RNG op: a CPU fallback on Neuron; fill through a strided view
+    torch.manual_seed(3)
+    dev_view.exponential_()
+    assert dev_view.storage_offset() == ref_view.storage_offset() and dev_view.stride() == ref_view.stride()
+    filled = n.cpu()
+    assert (filled[1:3, ::2] > 0).all() and filled[0].eq(0).all() and filled[1:3, 1::2].eq(0).all()
+    del gen
+
+
+def test_rng_fallback_draws_from_the_neuron_generator(quiet):
+    torch.neuron.manual_seed(123)
+    a = torch.randn(5, device="neuron")
+    torch.neuron.manual_seed(123)
+    b = torch.randn(5, device="neuron")
+    torch.manual_seed(123)  # torch.manual_seed seeds every device too
+    c = torch.randn(5, device="neuron")
+    assert torch.equal(a.cpu(), b.cpu()) and torch.equal(a.cpu(), c.cpu())
+    g = torch.Generator(device="neuron").manual_seed(7)
+    d = torch.rand(3, device="neuron", generator=g)
+    g.manual_seed(7)
+    assert torch.equal(d.cpu(), torch.rand(3, device="neuron", generator=g).cpu())
+    state = torch.neuron.get_rng_state()
+    e = torch.rand(4, device="neuron")
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(e.cpu(), torch.rand(4, device="neuron").cpu())
+
+
+def test_fallback_error_switch_turns_every_fallback_into_an_error():
+    code = ("import torch\n"
+            "x = torch.eye(3, device='neuron') * 2\n"
+            "try:\n    torch.linalg.qr(x)\n"
+            "except RuntimeError as e:\n    print('ERR', e)\n"
+            "print('usable', (x + 1).sum().item())\n")
+    r = run_python(code, env={"LOCALNEURON_FALLBACK_ERROR": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "ERR aten::linalg_qr has no Neuron implementation and would run as a CPU fallback" in r.stdout
+    assert "usable 15.0" in r.stdout
+
+
+def test_failing_native_op_raises_documented_error_with_fallback_only_for_unimplemented():
+    code = ("import torch\n"
+            "x, i = torch.ones(3, 2, device='neuron'), torch.tensor([5], device='neuron')\n"
+            "try:\n    x.index_select(0, i)\n"
+            "except (RuntimeError, IndexError) as e:\n    print(type(e).__name__, str(e).splitlines()[0])\n")
+    r = run_python(code, env={"TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "1"})
+    assert r.stdout.startswith("RuntimeError CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED"
+                               "_OPS=1. Operation aten::index_select failed to execute on Neuron"), r.stdout + r.stderr
+    assert "Details: index out of range in self" in r.stdout
+    r = run_python(code)  # default: the host retries, and the user's own error comes back unchanged
+    assert r.stdout.strip() == "IndexError index out of range in self", r.stdout + r.stderr

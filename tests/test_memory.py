@@ -1,0 +1,86 @@
+"""Device memory: HBM capacity enforced per NeuronCore, and consistent statistics on every API."""
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import run_python
+
+
+def test_exceeding_hbm_raises_out_of_memory_naming_everything_and_process_stays_usable():
+    keep = torch.empty(2**30, dtype=torch.uint8, device="neuron:1")  # 1 GiB in use
+    with pytest.raises(torch.OutOfMemoryError) as error:
+        torch.empty(24 * 2**30, dtype=torch.uint8, device="neuron:1")  # host has room; the device has not
+    message = str(error.value)
+    for part in ["neuron:1", "24.00 GiB", "trn2", "1.00 GiB is allocated", "Tried to allocate"]:
+        assert part in message, (part, message)
+    assert torch.neuron.memory_stats(1)["num_ooms"] >= 1
+    assert (torch.ones(4, device="neuron:1") * 2).sum().item() == 8.0
+    del keep
+
+
+def test_capacity_follows_the_target_override():
+    code = ("import torch\n"
+            "try:\n    torch.empty(2**20, dtype=torch.uint8, device='neuron')\n"
+            "except torch.OutOfMemoryError as e:\n    print('OOM', e)\n")
+    r = run_python(code, env={"LOCALNEURON_HBM_BYTES_PER_CORE": "1000"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("OOM")
+
+
+def test_results_of_device_ops_count_against_capacity():
+    code = ("import torch\n"
+            "x = torch.ones(200_000, device='neuron')\n"
+            "try:\n    y = x * 2\n    print('fits')\n"
+            "except torch.OutOfMemoryError:\n    print('OOM')\n")
+    r = run_python(code, env={"LOCALNEURON_HBM_BYTES_PER_CORE": str(1_000_000)})
+    assert r.stdout.strip() == "OOM", r.stderr
+
+
+def test_statistics_agree_across_torch_neuron_torch_neuronx_and_accelerator():
+    dev = torch.device("neuron:2")
+    torch.neuron.empty_cache()
+    torch.neuron.reset_peak_memory_stats(2)
+    base = torch.neuron.memory_allocated(2)
+    a = torch.empty(3 * 2**20, dtype=torch.uint8, device=dev)
+    b = torch.empty(1000, dtype=torch.float32, device=dev)
+    allocated = torch.neuron.memory_allocated(2)
+    assert allocated >= base + 3 * 2**20 + 4000
+    assert allocated == torch_neuronx.memory_allocated(2) == torch.accelerator.memory_allocated(2)
+    assert torch.neuron.memory_reserved(2) >= allocated
+    assert torch.neuron.max_memory_allocated(2) == torch.accelerator.max_memory_allocated(2) >= allocated
+    stats = torch.neuron.memory_stats(2)
+    assert stats["allocated_bytes.all.current"] == allocated == stats["allocated_bytes"]["current"]
+    assert stats["reserved_bytes.all.current"] >= stats["allocated_bytes.all.current"] >= stats["active_bytes.all.current"]
+    accel = torch.accelerator.memory_stats(2)
+    assert accel["allocated_bytes.all.current"] == allocated
+    del a
+    assert torch.neuron.memory_allocated(2) < allocated
+    assert torch.neuron.max_memory_allocated(2) == torch.accelerator.max_memory_allocated(2) >= allocated
+    reserved_before = torch.neuron.memory_reserved(2)
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved(2) < reserved_before  # the freed block went back to the runtime
+    torch.neuron.reset_peak_memory_stats(2)
+    assert torch.neuron.max_memory_allocated(2) == torch.neuron.memory_allocated(2)
+    summary = torch.neuron.memory_summary(2)
+    assert "neuron:2" in summary and "Allocated memory" in summary and "Reserved memory" in summary
+    del b
+
+
+def test_cached_blocks_are_reused():
+    torch.neuron.empty_cache()
+    x = torch.empty(5000, device="neuron:3")
+    reserved = torch.neuron.memory_reserved(3)
+    del x
+    y = torch.empty(5000, device="neuron:3")
+    assert torch.neuron.memory_reserved(3) == reserved
+    del y
+
+
+def test_storage_resize_keeps_device_and_accounting():
+    t = torch.ones(1000, device="neuron:1")
+    storage = t.untyped_storage()
+    before = torch.neuron.memory_allocated(1)
+    storage.resize_(0)
+    assert storage.device.type == "neuron" and torch.neuron.memory_allocated(1) < before
+    storage.resize_(4000)
+    assert storage.device == torch.device("neuron:1") and storage.nbytes() == 4000

@@ -1,0 +1,39 @@
+"""Features Neuron does not have get clear errors, and the process stays usable."""
+import pytest
+import torch
+
+
+def usable():
+    assert (torch.ones(2, device="neuron") + 1).sum().item() == 4.0
+
+
+def test_sparse_tensors():
+    with pytest.raises(NotImplementedError, match="Sparse tensors are not supported on the neuron device"):
+        torch.eye(3, device="neuron").to_sparse()
+    with pytest.raises(NotImplementedError, match="Sparse tensors are not supported"):
+        torch.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([1.0]), (2, 2)).to("neuron")
+    usable()
+
+
+def test_nested_tensors():
+    with pytest.raises((NotImplementedError, RuntimeError), match="[Nn]ested"):
+        torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], device="neuron")
+    usable()
+
+
+def test_forward_mode_ad():
+    import torch.autograd.forward_ad as fwAD
+
+    with pytest.raises(NotImplementedError, match="Forward-mode AD .* is not supported on the neuron device"):
+        with fwAD.dual_level():
+            fwAD.make_dual(torch.ones(2, device="neuron"), torch.ones(2, device="neuron"))
+    usable()
+
+
+def test_channels_last():
+    x = torch.randn(2, 3, 4, 4, device="neuron")
+    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"):
+        x.contiguous(memory_format=torch.channels_last)
+    with pytest.raises(RuntimeError, match="only support contiguous or preserve memory format"):
+        torch.empty(2, 3, 4, 4, device="neuron", memory_format=torch.channels_last)
+    usable()
