@@ -174,3 +174,20 @@ def test_kernels_modify_numpy_inputs_in_place():
     x = X.copy()
     nki.simulate(double_in_place)(x)
     np.testing.assert_allclose(x, 2 * X)
+
+
+def test_access_patterns_reshape_and_breakpoint_inside_kernels(monkeypatch):
+    stops = []
+    monkeypatch.setattr("sys.breakpointhook", lambda *a, **k: stops.append(True))
+
+    @nki.jit
+    def every_other_column(a):
+        out = nl.ndarray((128, 128), nl.float32, buffer=nl.shared_hbm)
+        tile = nl.load(a)                                            # [128, 256]
+        picked = nl.ndarray((128, 128), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=picked, src=tile.ap([[256, 128], [2, 128]], offset=1))
+        breakpoint()
+        nl.store(out.reshape((128, 2, 64)), picked.reshape((128, 2, 64)))
+        return out
+    np.testing.assert_array_equal(nki.simulate(every_other_column)(X), X[:, 1::2])
+    assert stops == [True]

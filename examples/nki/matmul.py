@@ -6,7 +6,6 @@ it is DMA-bound on small (256 B / 1 KiB per partition) descriptors. The blocked 
 K x M and K x N blocks once per block pair, keeps the M x N result in SBUF across K blocks,
 and keeps TensorE busy.
 """
-import numpy as np
 import torch
 
 import nki

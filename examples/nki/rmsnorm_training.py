@@ -6,7 +6,6 @@ available, eagerly and under torch.compile(backend="neuron").
 """
 import torch
 
-import nki  # noqa: F401  (makes the kernel language importable as `nki`)
 from localneuron.nki import kernel_calls, nki_op
 from rmsnorm import reference, rmsnorm
 

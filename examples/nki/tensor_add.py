@@ -1,5 +1,4 @@
 """Tensor add: tiles of 128 rows x 512 columns, two DMA loads, one VectorE add, one DMA store."""
-import numpy as np
 import torch
 
 import nki

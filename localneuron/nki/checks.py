@@ -66,11 +66,6 @@ def same_layout(op, first, a, second, b):
     same_free_size(op, first, a, second, b)
 
 
-def free_size_limit(op, param, tile, limit, name):
-    require(tile.free_size <= limit,
-            f"{op}: {param} has {tile.free_size} elements per partition, exceeding {name}={limit}")
-
-
 def per_partition_vector(op, param, tile, partitions):
     """A [P, 1] operand broadcast along the free dimension."""
     require(tile.num_partitions == partitions and tile.free_size == 1,

@@ -24,7 +24,7 @@ class Target:
     psum_bank_bytes: int = 2 * KIB
     dma_queues: int = 16
     dma_fixed_latency_ns: float = 1300.0
-    features: frozenset = field(default_factory=frozenset)
+    features: frozenset = field(default_factory=frozenset)   # generation-gated capabilities
 
     @property
     def sbuf_usable_bytes(self):
@@ -44,24 +44,22 @@ TARGETS = {
         clock_ghz={"tensor": 2.8, "vector": 1.12, "scalar": 1.4, "gpsimd": 1.4},
         sbuf_partition_bytes=192 * KIB, sbuf_reserved_bytes=16 * KIB,
         dma_peak_bytes_per_ns=27.2, dma_sustained_bytes_per_ns=17.0,
-        gemm_moving_fmax_fp32_dst=512, gemm_moving_fmax_bf16_dst=512,
-        features=frozenset({"psum_port_conflicts"})),
+        gemm_moving_fmax_fp32_dst=512, gemm_moving_fmax_bf16_dst=512),
     "gen3": Target(
         name="gen3", chip="Trn2",
         clock_ghz={"tensor": 2.4, "vector": 0.96, "scalar": 1.2, "gpsimd": 1.2},
         sbuf_partition_bytes=224 * KIB, sbuf_reserved_bytes=0,
         dma_peak_bytes_per_ns=27.2, dma_sustained_bytes_per_ns=23.0,
         gemm_moving_fmax_fp32_dst=512, gemm_moving_fmax_bf16_dst=512,
-        features=frozenset({"scalar_alu", "scalar_bias_immediate", "double_row", "pe_transpose",
-                            "vector_perf_mode", "hwdge"})),
+        features=frozenset({"scalar_alu", "scalar_bias_immediate", "vector_perf_mode"})),
     "gen4": Target(
         name="gen4", chip="Trn3",
         clock_ghz={"tensor": 2.4, "vector": 1.2, "scalar": 1.2, "gpsimd": 1.2},
         sbuf_partition_bytes=256 * KIB, sbuf_reserved_bytes=0,
         dma_peak_bytes_per_ns=38.4, dma_sustained_bytes_per_ns=33.0,
         gemm_moving_fmax_fp32_dst=4096, gemm_moving_fmax_bf16_dst=8192,
-        features=frozenset({"scalar_alu", "scalar_bias_immediate", "double_row", "pe_transpose",
-                            "vector_perf_mode", "hwdge", "exponential", "bf16_psum", "fp8_fn"})),
+        features=frozenset({"scalar_alu", "scalar_bias_immediate", "vector_perf_mode", "exponential",
+                            "bf16_psum", "fp8_fn"})),
 }
 
 # Names accepted by NEURON_PLATFORM_TARGET_OVERRIDE.

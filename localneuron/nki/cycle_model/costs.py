@@ -40,10 +40,6 @@ def vector_reduce(n, bf16_add_or_max):
     return max(MIN_II, n // 2 if bf16_add_or_max else n)
 
 
-def vector_reciprocal(n):
-    return max(MIN_II, 8 * n)
-
-
 def memset(n, zero_into_16bit):
     return max(MIN_II, n // 2 if zero_into_16bit else n)
 

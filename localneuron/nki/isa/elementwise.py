@@ -5,7 +5,6 @@ from .. import alu, buffers, checks
 from ..cycle_model import costs
 from ..errors import NkiUsageError, require
 from ..run import current_run
-from ..targets import at_least
 from .common import as_matrix, issue, operand, operand_values, pick_engine
 
 ALL_ENGINES = {"vector", "scalar", "gpsimd"}
