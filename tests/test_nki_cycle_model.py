@@ -130,3 +130,19 @@ def test_trn1_bf16_gemm_calibration(monkeypatch):
     assert blocked.latency_ms == pytest.approx(6.97, rel=0.25)
     assert blocked.bottleneck == "tensor" and naive.bottleneck == "dma"
     assert naive.latency_ms / blocked.latency_ms > 4
+
+
+def test_portability_report_section_lists_kernels_with_estimated_time():
+    from tensor_add import tensor_add
+    from localneuron.nki import report
+    nki.clear_kernel_calls()
+    a = np.ones((128, 512), dtype=np.float32)
+    for _ in range(3):
+        tensor_add(a, a)
+    data = report.collect()
+    assert data["calls"] == 3 and data["kernels"]["tensor_add"]["calls"] == 3
+    assert data["kernels"]["tensor_add"]["bottleneck"] == "dma"
+    text = "\n".join(report.render(data))
+    assert "NKI kernels: 3 calls" in text and "tensor_add" in text and "bottleneck dma" in text
+    nki.clear_kernel_calls()
+    assert report.render(report.collect()) == ["NKI kernels: none called"]
