@@ -1,0 +1,110 @@
+"""AOTAutograd's forward, backward and inference compilers: one ATen graph over neuron tensors in, one
+boxed callable out, with its metrics recorded.
+
+A graph without ops that must run eagerly is compiled whole. Otherwise it is split (partition.py):
+compiled pieces and eager ops run in graph order, and under fullgraph=True the split is an error.
+"""
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+from torch._guards import TracingContext
+
+from localneuron.compiler import metrics, partition
+from localneuron.compiler.errors import fullgraph_eager_op
+from localneuron.compiler.host_compile import HIT, MISS, compile_host
+from localneuron.compiler.settings import CompileSettings
+
+
+@dataclass
+class DynamoGraph:
+    """What the fw/bw compilers need to know about the Dynamo graph they belong to."""
+    settings: CompileSettings
+    name: str               # "<model_name>_<n>"
+    frame: str
+    compile_id: str
+    fullgraph: bool
+    recompile_reason: str | None
+
+
+def compiler_for(graph: DynamoGraph, kind: str):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        start = time.perf_counter()
+        eager = {n: r for n in gm.graph.nodes if (r := partition.eager_reason(n)) is not None}
+        if eager and graph.fullgraph:
+            node, reason = next(iter(eager.items()))
+            raise fullgraph_eager_op(partition.op_name(node), reason)
+        if eager:
+            run, statuses = _compile_pieces(gm, example_inputs, kind == "backward", graph.settings, set(eager))
+        else:
+            executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
+            run, statuses = executable.run, [executable.cache]
+        metrics.record_graph(metrics.NeuronCompilationMetrics(
+            graph=f"{graph.name}_{kind}", model_name=graph.settings.model_name, frame=graph.frame,
+            compile_id=graph.compile_id, kind=kind,
+            node_count=sum(n.op == "call_function" for n in gm.graph.nodes),
+            compile_time_s=time.perf_counter() - start, cache=_overall(statuses),
+            cache_hits=statuses.count(HIT), cache_misses=statuses.count(MISS), pieces=len(statuses),
+            eager_ops=sorted({partition.op_name(n) for n in eager}),
+            recompile=graph.recompile_reason is not None, recompile_reason=graph.recompile_reason))
+        return run
+
+    return compile_graph
+
+
+def _overall(statuses: list[str]) -> str:
+    for status in ("miss", "disabled", "hit"):
+        if status in statuses:
+            return status
+    return "hit"
+
+
+@contextlib.contextmanager
+def _pieces_report_no_strides():
+    """Each piece would report its output strides to AOTAutograd as if it were the whole graph; the
+    pieces keep their FX output strides (Inductor's keep_output_stride), so the graph's own strides
+    are reported once instead."""
+    context = TracingContext.try_get()
+    reported = context.output_strides if context is not None else None
+    if reported is not None:
+        context.output_strides = None
+    try:
+        yield reported
+    finally:
+        if reported is not None:
+            context.output_strides = reported
+
+
+def _compile_pieces(gm, example_inputs, is_backward: bool, settings: CompileSettings, eager: set):
+    pieces = partition.split(gm, eager)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
+    steps, statuses = [], []
+    with _pieces_report_no_strides() as reported:
+        for piece in pieces:
+            if piece.eager:
+                steps.append((piece, None))
+                continue
+            module = partition.piece_module(gm, piece)
+            executable = compile_host(module, [n.meta["val"] for n in piece.inputs], is_backward, settings)
+            steps.append((piece, executable.run))
+            statuses.append(executable.cache)
+        if reported is not None:
+            reported.extend(tuple(o.meta["val"].stride()) if isinstance(o, torch.fx.Node)
+                            and isinstance(o.meta.get("val"), torch.Tensor) else None for o in outputs)
+
+    def run(args: list) -> list:
+        values = dict(zip(placeholders, args))
+        args.clear()
+        for piece, compiled in steps:
+            if compiled is None:
+                (node,) = piece.nodes
+                values[node] = partition.run_eager(gm, node, values)
+            else:
+                for node, value in zip(piece.outputs, compiled([values[n] for n in piece.inputs])):
+                    values[node] = value
+        return [values[o] if isinstance(o, torch.fx.Node) else o for o in outputs]
+
+    run._boxed_call = True
+    return run, statuses

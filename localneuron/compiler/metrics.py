@@ -1,0 +1,117 @@
+"""Per-graph compilation metrics (torch_neuronx.get_dynamo_metrics, contract §9.9) and the static-shape
+recompile log the portability report shows.
+
+A "graph" is one executable the backend built: the forward, backward or inference graph of one
+Dynamo graph. Recompiles are counted per Dynamo frame: TorchNeuron compiles static shapes only, so
+every new input shape of a frame is a new compilation, and the shapes that caused it are kept.
+"""
+import threading
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass
+class NeuronCompilationMetrics:
+    graph: str                 # "<model_name>_<n>_<kind>"
+    model_name: str
+    frame: str                 # the Python function Dynamo captured
+    compile_id: str            # Dynamo's "<frame>/<attempt>"
+    kind: str                  # forward | backward | inference
+    node_count: int            # ATen ops in the graph
+    compile_time_s: float
+    cache: str                 # hit | miss | disabled (one per compiled piece, worst first)
+    cache_hits: int
+    cache_misses: int
+    pieces: int                # compiled pieces (more than one when CPU-fallback ops split the graph)
+    eager_ops: list[str]       # ops that run eagerly between the pieces
+    recompile: bool
+    recompile_reason: str | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FrameRecord:
+    name: str
+    signature: tuple
+    compiles: int = 1
+    recompiles: list[dict] = field(default_factory=list)  # {"compile_id", "reason", "shapes"}
+
+
+_lock = threading.Lock()
+_graphs: list[NeuronCompilationMetrics] = []
+_frames: dict[int, FrameRecord] = {}  # Dynamo frame id -> record
+_failures: list[dict] = []
+
+
+def signature(example_inputs) -> tuple:
+    return tuple((tuple(t.shape), str(t.dtype).removeprefix("torch.")) if isinstance(t, torch.Tensor)
+                 else (type(t).__name__,) for t in example_inputs)
+
+
+def _describe(entry: tuple) -> str:
+    return f"{list(entry[0])} {entry[1]}" if len(entry) == 2 else entry[0]
+
+
+def _describe_change(before: tuple, after: tuple) -> str:
+    if len(before) != len(after):
+        return f"number of graph inputs changed from {len(before)} to {len(after)}"
+    changes = [f"input {i}: {_describe(b)} -> {_describe(a)}" for i, (b, a) in enumerate(zip(before, after)) if a != b]
+    return "; ".join(changes) if changes else "guard failure without an input shape or dtype change"
+
+
+def record_frame(frame_id: int, name: str, compile_id: str, example_inputs) -> str | None:
+    """Registers a Dynamo compilation of a frame; returns the recompile reason when it is a recompile."""
+    sig = signature(example_inputs)
+    with _lock:
+        record = _frames.get(frame_id)
+        if record is None:
+            _frames[frame_id] = FrameRecord(name=name, signature=sig)
+            return None
+        reason = _describe_change(record.signature, sig)
+        record.compiles += 1
+        record.recompiles.append({"compile_id": compile_id, "reason": reason,
+                                  "shapes": [list(s[0]) for s in sig if len(s) > 1]})
+        record.signature = sig
+        return reason
+
+
+def record_graph(m: NeuronCompilationMetrics) -> None:
+    with _lock:
+        _graphs.append(m)
+
+
+def record_failure(frame: str, error: BaseException, fell_back: bool) -> None:
+    with _lock:
+        _failures.append({"frame": frame, "error": f"{type(error).__name__}: {error}", "ran_eagerly": fell_back})
+
+
+def graphs() -> list[NeuronCompilationMetrics]:
+    with _lock:
+        return list(_graphs)
+
+
+def frames() -> dict[int, FrameRecord]:
+    with _lock:
+        return dict(_frames)
+
+
+def failures() -> list[dict]:
+    with _lock:
+        return list(_failures)
+
+
+def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
+    """Per-graph compilation metrics since the last reset (synchronises the device first, like TorchNeuron)."""
+    if torch.neuron.is_available():
+        torch.neuron.synchronize()
+    return graphs()
+
+
+def reset_dynamo_metrics() -> None:
+    with _lock:
+        _graphs.clear()
+        _frames.clear()
+        _failures.clear()

@@ -1,0 +1,103 @@
+"""Splits an ATen graph where it holds ops that must not be compiled for the NeuronCore.
+
+An op that runs as a CPU fallback in eager (support table rule "cpu_fallback") runs eagerly here
+too, on device tensors, so it is executed, tracked and warned about exactly as in eager; the code
+between such ops is compiled piece by piece.
+"""
+from dataclasses import dataclass, field
+
+import torch
+from torch.fx.node import map_arg
+
+from localneuron.ops import support
+from localneuron.ops.support_table import CPU_FALLBACK
+
+# op namespace -> why its ops run eagerly on the device rather than inside host-compiled code
+EAGER_NAMESPACES = {
+    "localneuron_nki": "NKI kernels run on the simulated NeuronCore through the NKI simulator",
+}
+
+
+def _dtypes(node: torch.fx.Node) -> set[str]:
+    dtypes = set()
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            dtypes.add(str(val.dtype).removeprefix("torch."))
+    return dtypes
+
+
+def eager_reason(node: torch.fx.Node) -> str | None:
+    """Why `node` must run eagerly, or None when it can be compiled."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return None
+    if target.namespace in EAGER_NAMESPACES:
+        return EAGER_NAMESPACES[target.namespace]
+    rule, _ = support.rule_for(target._schema.name, _dtypes(node))
+    if rule == CPU_FALLBACK:
+        return f"{target._schema.name} runs as a CPU fallback on Neuron"
+    return None
+
+
+def op_name(node: torch.fx.Node) -> str:
+    return node.target._schema.name
+
+
+@dataclass
+class Piece:
+    eager: bool
+    nodes: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)   # nodes defined before this piece that it reads
+    outputs: list = field(default_factory=list)  # nodes of this piece read after it
+
+
+def split(gm: torch.fx.GraphModule, eager: set) -> list[Piece]:
+    """Consecutive runs of compiled or eager nodes, with the values that cross piece boundaries."""
+    pieces: list[Piece] = []
+    owner = {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        is_eager = node in eager
+        if not pieces or pieces[-1].eager != is_eager or is_eager:
+            pieces.append(Piece(eager=is_eager))
+        pieces[-1].nodes.append(node)
+        owner[node] = pieces[-1]
+    for piece in pieces:
+        for node in piece.nodes:
+            for arg in node.all_input_nodes:
+                if owner.get(arg) is not piece and arg.op != "get_attr" and arg not in piece.inputs:
+                    piece.inputs.append(arg)
+            if any(owner.get(user) is not piece for user in node.users):
+                piece.outputs.append(node)
+    return pieces
+
+
+def piece_module(gm: torch.fx.GraphModule, piece: Piece) -> torch.fx.GraphModule:
+    """A graph module computing piece.outputs (always as a tuple) from piece.inputs."""
+    graph = torch.fx.Graph()
+    env = {}
+    for node in piece.inputs:
+        env[node] = graph.placeholder(node.name)
+        env[node].meta = dict(node.meta)
+
+    def lookup(node):
+        if node not in env and node.op == "get_attr":
+            env[node] = graph.get_attr(node.target)
+            env[node].meta = dict(node.meta)
+        return env[node]
+
+    for node in piece.nodes:
+        env[node] = graph.node_copy(node, lookup)
+    graph.output(tuple(env[n] for n in piece.outputs))
+    return torch.fx.GraphModule(gm, graph)
+
+
+def run_eager(gm: torch.fx.GraphModule, node: torch.fx.Node, values: dict):
+    def value(arg):
+        return getattr(gm, arg.target) if arg.op == "get_attr" else values[arg]
+
+    args = map_arg(node.args, value)
+    kwargs = map_arg(node.kwargs, value)
+    return node.target(*args, **kwargs)
