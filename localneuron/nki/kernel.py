@@ -7,6 +7,7 @@ breakpoint() work; each ISA call checks its constraints, computes its result wit
 """
 import functools
 import inspect
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,6 @@ class Kernel:
             raise NkiUsageError("jit(platform_target=...) is not supported since NKI 0.3; "
                                 "set NEURON_PLATFORM_TARGET_OVERRIDE=gen2|gen3|gen4 instead")
         self.fn = fn
-        self.options = options
         functools.update_wrapper(self, fn)
         self.registry_index = len(KERNELS)
         KERNELS.append(self)
@@ -96,8 +96,8 @@ def jit(fn=None, **options):
 
 
 def _has_torch_tensor(args, kwargs):
-    return any(type(a).__module__.startswith("torch") and hasattr(a, "dtype") and not isinstance(a, np.ndarray)
-               for a in list(args) + list(kwargs.values()))
+    torch = sys.modules.get("torch")   # a tensor argument implies torch is already imported
+    return torch is not None and any(isinstance(a, torch.Tensor) for a in list(args) + list(kwargs.values()))
 
 
 # --- execution --------------------------------------------------------------------------------
@@ -173,17 +173,16 @@ def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=F
     target = targets.current()
     precise = precise_fp()
     bound = _bind(kernel, args, kwargs)
-    storages, call_args = {}, {}
+    argument_names = list(bound.arguments)
+    storages = {}
     for name, value in bound.arguments.items():
         host = host_array(value)
-        if host is None:
-            call_args[name] = value          # compile-time constant
-        else:
+        if host is not None:                 # anything else is a compile-time constant
             storages[name] = _argument_storage(name, host, numerics, precise)
-            call_args[name] = NkiTensor(storages[name])
+            bound.arguments[name] = NkiTensor(storages[name])
     shape, parallel = _grid_shape(grid)
     shared_allocations = []
-    reports, written, result = [], set(), None
+    reports, written = [], set()
     for instance in range(int(np.prod(shape))):
         for storage in storages.values():
             storage.reads.clear()
@@ -191,8 +190,7 @@ def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=F
         run = KernelRun(kernel.__name__, target, numerics, precise, shape, instance, keep_trace,
                         shared_allocations)
         with run.active():
-            result = kernel.fn(**call_args)
-            outputs = _output(result, numerics)
+            outputs = _output(kernel.fn(*bound.args, **bound.kwargs), numerics)
         reports.append(run.report(trace=keep_trace))
         written.update(name for name, s in storages.items() if s.writes)
     report = _combine(reports, parallel)
@@ -201,7 +199,7 @@ def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=F
         calls.record(report)
     written_hosts = {name: HostArray(storages[name].data.reshape(storages[name].shape) if numerics else None,
                                      storages[name].dtype, storages[name].shape) for name in written}
-    return Execution(outputs, written_hosts, report, list(bound.arguments))
+    return Execution(outputs, written_hosts, report, argument_names)
 
 
 def _combine(reports, parallel):
