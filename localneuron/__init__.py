@@ -9,5 +9,6 @@ from localneuron import _C  # noqa: F401,E402  (loads the C++ core: allocator, g
 from localneuron.device.registration import register as _register  # noqa: E402
 
 _register()
+import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
 
 __version__ = "0.1.0"
