@@ -141,3 +141,18 @@ def test_kernel_calls_appear_in_the_torch_profiler():
     with torch.profiler.profile() as prof:
         add_kernel(a, a)
     assert any(e.name == "nki::add_kernel" for e in prof.events())
+
+
+@pytest.mark.skipif(not neuron_available(), reason="the neuron device is not available in this build")
+def test_kernel_operands_stay_on_the_device_without_host_transfers():
+    from localneuron import _C
+    a = torch.randn(128, 64, device="neuron")
+    c = a.clone()
+    before = _C.transfer_counters()
+    out = add_kernel(a, a)
+    nki_scale_(c, 2.0)
+    after = _C.transfer_counters()
+    assert after["host_to_device_bytes"] == before["host_to_device_bytes"]
+    assert after["device_to_host_bytes"] == before["device_to_host_bytes"]
+    torch.testing.assert_close(out.cpu(), 2 * a.cpu())
+    torch.testing.assert_close(c.cpu(), 2 * a.cpu())

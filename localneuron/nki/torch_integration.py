@@ -40,20 +40,29 @@ def _is_symbolic(t):
     return isinstance(t, FakeTensor) or t.device.type == "meta"
 
 
+def _host_view(t):
+    """A CPU tensor over the same memory. The kernel runs on the (simulated) device, so reading
+    and writing its operands must not count as host<->device transfers."""
+    if t.device.type == "neuron":
+        from localneuron import _C
+        return _C.cpu_alias(t)
+    return t
+
+
 def _to_host(t, symbolic):
     dtype = as_dtype(t.dtype)
     if symbolic:
         return HostArray(None, dtype, tuple(t.shape))
-    cpu = t.detach().to("cpu")
-    data = cpu.float().numpy() if dtype.is_float else cpu.numpy()
+    view = _host_view(t.detach())
+    data = view.float().numpy() if dtype.is_float else view.numpy()
     return HostArray(data, dtype, tuple(t.shape))
 
 
 def _to_tensor(host, device, symbolic):
-    dtype = TORCH_DTYPES[host.dtype.name]
-    if symbolic:
-        return torch.empty(host.shape, dtype=dtype, device=device)
-    return torch.from_numpy(np.ascontiguousarray(host.data)).to(dtype).to(device)
+    out = torch.empty(host.shape, dtype=TORCH_DTYPES[host.dtype.name], device=device)
+    if not symbolic:
+        _host_view(out).copy_(torch.from_numpy(np.ascontiguousarray(host.data)))
+    return out
 
 
 def call_with_tensors(launch, args, kwargs):
