@@ -146,3 +146,13 @@ def test_portability_report_section_lists_kernels_with_estimated_time():
     assert "NKI kernels: 3 calls" in text and "tensor_add" in text and "bottleneck dma" in text
     nki.clear_kernel_calls()
     assert report.render(report.collect()) == ["NKI kernels: none called"]
+
+
+def test_strides_above_16_bytes_halve_engine_port_bandwidth():
+    def copy(a, step):
+        src = nl.ndarray((128, 2048), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=nl.ndarray((128, 2048 // step), nl.float32, buffer=nl.sbuf), src=src[:, ::step])
+    per_element = {step: estimate(lambda a: copy(a, step), ((1,), "float32")).engine_busy_ns["vector"] / (2048 // step)
+                   for step in (1, 4, 8)}
+    assert per_element[4] == pytest.approx(per_element[1])        # 16-byte stride: full bandwidth
+    assert per_element[8] == pytest.approx(2 * per_element[1])    # 32-byte stride: half

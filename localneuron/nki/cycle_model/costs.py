@@ -73,3 +73,15 @@ def perf_mode_speedup(opcode, operands, target):
         return 1
     placement = "psum" if any(t.buffer.name == "psum" for t in operands) else "sbuf"
     return PERF_MODE_SPEEDUP.get((opcode, placement), 1)
+
+
+STRIDE_PENALTY_BYTES = 16
+
+
+def strided_access_factor(tiles):
+    """SBUF/PSUM ports move half as many elements per cycle when an operand's innermost
+    free-axis stride exceeds 16 bytes."""
+    for t in tiles:
+        if t.buffer.on_chip and t.ndim > 1 and t.shape[-1] > 1 and t.strides[-1] * t.dtype.itemsize > STRIDE_PENALTY_BYTES:
+            return 2
+    return 1

@@ -88,6 +88,7 @@ class Timeline:
     # --- issue --------------------------------------------------------------------------
     def compute(self, engine, opcode, cycles, reads=(), writes=()):
         clock = self.target.clock_ghz[engine]
+        cycles *= costs.strided_access_factor([t for t in list(reads) + list(writes) if t is not None])
         reads, writes = self._accesses(reads, writes)
         start = max(self.free_at[engine], self._ready_after(engine, reads, writes))
         busy = cycles / clock
