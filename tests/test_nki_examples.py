@@ -19,3 +19,11 @@ def test_example_checks_against_pytorch_and_reports_latency(name, capsys):
         assert "matches PyTorch" in printed and " us on gen" in printed
     else:
         assert "compiled" in printed and "loss" in printed
+
+
+@pytest.mark.parametrize("target", ["gen2", "gen4"])
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "flash_attention"])
+def test_examples_run_on_every_generation(name, target, monkeypatch, capsys):
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
+    importlib.import_module(name).main()
+    assert f"on {target}" in capsys.readouterr().out
