@@ -156,3 +156,12 @@ def test_strides_above_16_bytes_halve_engine_port_bandwidth():
                    for step in (1, 4, 8)}
     assert per_element[4] == pytest.approx(per_element[1])        # 16-byte stride: full bandwidth
     assert per_element[8] == pytest.approx(2 * per_element[1])    # 32-byte stride: half
+
+
+def test_benchmark_trace_gives_a_per_engine_timeline():
+    from softmax import softmax_rows
+    report = nki.benchmark(softmax_rows, trace=True)(np.ones((128, 512), dtype=np.float32))
+    events = report.trace_events()
+    assert {e["tid"] for e in events} == {"dma", "vector", "scalar"}
+    assert [e["name"] for e in events if e["tid"] == "scalar"] == ["activation", "activation"]
+    assert max(e["ts"] + e["dur"] for e in events) <= report.latency_us

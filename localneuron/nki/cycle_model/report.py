@@ -43,6 +43,15 @@ class KernelReport:
                 "bottleneck": self.bottleneck, "engine_busy_ns": dict(self.engine_busy_ns),
                 "instructions": sum(self.instruction_counts.values()), "numerics": self.numerics}
 
+    def trace_events(self, start_us=0.0):
+        """The per-engine instruction timeline (benchmark(..., trace=True)) as Chrome-trace
+        complete events, one track per engine, for a profiler to place at `start_us`."""
+        if self.trace is None:
+            raise ValueError("this report has no timeline; run nki.benchmark(kernel, trace=True)")
+        return [{"name": opcode, "ph": "X", "pid": f"{self.kernel} (estimated, {self.target})", "tid": engine,
+                 "ts": start_us + begin / 1000.0, "dur": (end - begin) / 1000.0, "cat": "nki"}
+                for engine, opcode, begin, end in self.trace]
+
     # nki.benchmark (legacy) exposed percentiles in microseconds; a simulation has one value.
     @property
     def nc_latency(self):
