@@ -143,13 +143,10 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
     alltoall_base = all_to_all_single
 
-    # -- unsupported by the contract --
+    # -- unsupported by the contract (torch itself refuses monitored_barrier on any backend but Gloo) --
     def recv_anysource(self, *args, **kwargs):
         raise NotImplementedError("recv from any source is not supported by the neuron backend; pass src.")
 
-    def monitored_barrier(self, *args, **kwargs):
-        raise NotImplementedError("monitored_barrier is not supported by the neuron backend; use barrier, which "
-                                  "fails on every rank within the group's timeout when a rank does not arrive.")
 
     # -- coalescing (`_coalescing_manager(device=...)`): one handle for every call made in between --
     def _start_coalescing(self, device) -> None:

@@ -1,0 +1,106 @@
+"""Runs a job on real processes on loopback, as torchrun would (env://), for the distributed tests.
+
+A job is a function `job(device: str, **kwargs)` in a test file. `run(...)` starts one process per rank
+with the launcher environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT on a
+free loopback port), kills all of them after a hard timeout, and returns what each rank's job returned.
+
+`backends` chooses the process groups: for each (device, backend) pair the rank initialises the group,
+runs the job and destroys the group, all in one process, so a job can be compared with its CPU + Gloo
+twin rank by rank (contract §10.7) at the cost of one launch. The neuron run goes first: the contract
+forbids touching the device before init_process_group, and a CPU run leaves it untouched either way.
+With `backends=None` the job initialises whatever it needs itself.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+PARITY = (("neuron", "neuron"), ("cpu", "gloo"))
+GROUP_TIMEOUT = timedelta(seconds=60)  # well under the launch timeout: a stuck collective errors out first
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank: int, world_size: int, port: int, local_rank: int | None = None,
+             local_world_size: int | None = None) -> dict:
+    return {
+        "RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank if local_rank is None else local_rank),
+        "LOCAL_WORLD_SIZE": str(world_size if local_world_size is None else local_world_size),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    }
+
+
+def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: dict | None = None,
+        env: dict | None = None, timeout: float = 120) -> list:
+    """Each rank's return value: a dict {device: result} when `backends` is given, else the job's result."""
+    import torch
+
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="neuron-dist-") as out:
+        spec = json.dumps({"file": str(Path(test_file).resolve()), "job": job, "kwargs": kwargs or {},
+                           "backends": backends, "out": out})
+        procs = []
+        for rank in range(world_size):
+            rank_vars = {**os.environ, **rank_env(rank, world_size, port), **(env or {})}
+            procs.append(subprocess.Popen([sys.executable, __file__, spec], env=rank_vars,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        logs = finish(procs, timeout)
+        failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            raise AssertionError(f"ranks {failed} of {job} failed:\n" + "\n".join(
+                f"--- rank {r} (exit {procs[r].returncode}) ---\n{logs[r][-4000:]}" for r in failed))
+        return [torch.load(Path(out) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+
+
+def finish(procs: list, timeout: float) -> list[str]:
+    """Waits for every process up to `timeout` seconds in total, then kills the rest; returns their output."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    logs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            out, _ = p.communicate()
+            out += f"\n[killed after the {timeout:.0f} s launch timeout]"
+        logs.append(out)
+    return logs
+
+
+def _worker(spec: dict) -> None:
+    import importlib.util
+
+    import torch
+    import torch.distributed as dist
+
+    module_spec = importlib.util.spec_from_file_location("distributed_job", spec["file"])
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    job = getattr(module, spec["job"])
+    if spec["backends"] is None:
+        result = job(**spec["kwargs"])
+    else:
+        result = {}
+        for device, backend in spec["backends"]:
+            dist.init_process_group(backend, timeout=GROUP_TIMEOUT)
+            try:
+                result[device] = job(device, **spec["kwargs"])
+            finally:
+                dist.destroy_process_group()
+    torch.save(result, Path(spec["out"]) / f"rank{os.environ['RANK']}.pt")
+
+
+if __name__ == "__main__":
+    _worker(json.loads(sys.argv[1]))

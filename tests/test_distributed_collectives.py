@@ -1,0 +1,163 @@
+"""Every collective of the `neuron` backend against the same call on CPU + Gloo (contract §10.3), on 2 real
+processes; then the coalesced and functional variants, and the contract's refusals."""
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+from distributed_launcher import run
+
+ALL_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.uint8, torch.bool)
+
+
+def valid(op: str, dtype: torch.dtype) -> bool:
+    if op == "AVG":
+        return dtype.is_floating_point
+    if op in ("BAND", "BOR", "BXOR"):
+        return not dtype.is_floating_point
+    return dtype != torch.bool or op in ("MIN", "MAX")
+
+
+def rank_tensor(device: str, *shape: int, dtype=torch.float32, offset: int = 0) -> torch.Tensor:
+    """Different, exactly representable values on each rank (small integers)."""
+    rank = dist.get_rank()
+    values = (torch.arange(torch.Size(shape).numel()) * (rank + 2) + offset + rank) % 7 + 1
+    if dtype == torch.bool:
+        values = values % 2 == 0
+    return values.reshape(shape).to(dtype).to(device)
+
+
+def cpu(x):
+    return [cpu(y) for y in x] if isinstance(x, (list, tuple)) else x.cpu()
+
+
+def collectives(device: str) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {}
+    for op in ALL_OPS:
+        for dtype in DTYPES:
+            if valid(op, dtype):
+                t = rank_tensor(device, 5, dtype=dtype)
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+                out[f"all_reduce/{op}/{dtype}"] = t
+    x = rank_tensor(device, 3)
+    gathered = [torch.empty(3, device=device) for _ in range(world)]
+    dist.all_gather(gathered, x)
+    out["all_gather"] = gathered
+    flat = torch.empty(3 * world, device=device)
+    dist.all_gather_into_tensor(flat, x)
+    out["all_gather_into_tensor"] = flat
+    rs = torch.empty(3, device=device)
+    dist.reduce_scatter(rs, [rank_tensor(device, 3, offset=i) for i in range(world)])
+    out["reduce_scatter"] = rs
+    for op in ("SUM", "AVG", "MAX"):
+        rst = torch.empty(2, device=device)
+        dist.reduce_scatter_tensor(rst, rank_tensor(device, 2 * world), op=getattr(dist.ReduceOp, op))
+        out[f"reduce_scatter_tensor/{op}"] = rst
+    b = rank_tensor(device, 4)
+    dist.broadcast(b, src=1)
+    out["broadcast"] = b
+    r = rank_tensor(device, 4)
+    dist.reduce(r, dst=0)
+    out["reduce"] = r if rank == 0 else None  # non-destination buffers are scratch
+    g = [torch.empty(2, device=device) for _ in range(world)] if rank == 0 else None
+    dist.gather(rank_tensor(device, 2), g, dst=0)
+    out["gather"] = g
+    s = torch.empty(2, device=device)
+    dist.scatter(s, [rank_tensor(device, 2, offset=i) for i in range(world)] if rank == 0 else None, src=0)
+    out["scatter"] = s
+    a2a = [torch.empty(2, device=device) for _ in range(world)]
+    dist.all_to_all(a2a, [rank_tensor(device, 2, offset=i) for i in range(world)])
+    out["all_to_all"] = a2a
+    a2as = torch.empty(2 * world, device=device)
+    dist.all_to_all_single(a2as, rank_tensor(device, 2 * world))
+    out["all_to_all_single"] = a2as
+    peer = (rank + 1) % world
+    sent, received = rank_tensor(device, 3), torch.empty(3, device=device)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, sent, peer), dist.P2POp(dist.irecv, received, peer)])
+    for w in works:
+        w.wait()
+    out["isend_irecv"] = received
+    if rank == 0:
+        dist.send(rank_tensor(device, 2), 1)
+    elif rank == 1:
+        p2p = torch.empty(2, device=device)
+        dist.recv(p2p, 0)
+        out["send_recv"] = p2p
+    work = dist.all_reduce(t := rank_tensor(device, 4), async_op=True)
+    value = work.get_future().wait()
+    work.wait()
+    out["async_all_reduce"] = t
+    out["async_future_on_device"] = value[0].device.type == device  # a CPU alias would fail this on neuron
+    out["async_completed"] = work.is_completed()
+    dist.barrier()
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})
+    out["all_gather_object"] = objects
+    coalesced = [rank_tensor(device, 3), rank_tensor(device, 2, dtype=torch.float32, offset=1)]
+    dist.all_reduce_coalesced(coalesced)
+    out["all_reduce_coalesced"] = coalesced
+    return _to_cpu(out)
+
+
+def functional(device: str) -> dict:
+    group = dist.group.WORLD
+    x = rank_tensor(device, 4)
+
+    def collectives(x):
+        return (funcol.all_reduce(x, "sum", group), funcol.all_gather_tensor(x, 0, group),
+                funcol.reduce_scatter_tensor(x, "sum", 0, group), funcol.all_to_all_single(x, None, None, group),
+                funcol.broadcast(x, 0, group), funcol.all_reduce(x * 2, "avg", group))
+
+    eager = [y.wait() if hasattr(y, "wait") else y for y in collectives(x)]
+    out = {"eager": eager}
+    if device == "neuron":
+        compiled = torch.compile(collectives, backend="neuron")(x)
+        out["compiled"] = list(compiled)
+        out["devices"] = {y.device.type for y in compiled}
+    return _to_cpu(out)
+
+
+def _to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, dict):
+        return {k: _to_cpu(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_cpu(v) for v in x)
+    return x
+
+
+@pytest.fixture(scope="module")
+def collective_results():
+    return run(__file__, "collectives", 2)
+
+
+def test_every_collective_matches_gloo_on_cpu(collective_results):
+    for rank, result in enumerate(collective_results):
+        got, want = result["neuron"], result["cpu"]
+        assert got.keys() == want.keys()
+        for name in want:
+            assert _same(got[name], want[name]), f"rank {rank}: {name}: neuron {got[name]} != gloo {want[name]}"
+
+
+def test_async_work_future_holds_device_tensors(collective_results):
+    for result in collective_results:
+        assert result["neuron"]["async_future_on_device"] and result["neuron"]["async_completed"]
+
+
+def test_functional_collectives_eager_and_compiled():
+    for rank, result in enumerate(run(__file__, "functional", 2)):
+        got, want = result["neuron"], result["cpu"]
+        assert _same(got["eager"], want["eager"]), f"rank {rank}: eager functional collectives differ from gloo"
+        assert _same(got["compiled"], want["eager"]), f"rank {rank}: compiled functional collectives differ"
+        assert got["devices"] == {"neuron"}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
