@@ -106,6 +106,10 @@ CASES = {
     "vector transpose size": (
         lambda a: nisa.nc_transpose(dst=sb((64, 64)), data=sb((64, 64)), engine=nisa.engine.vector),
         ("data is [64, 64]", "at most [32, 32]")),
+    "affine_select on 32-bit integers": (
+        lambda a: nisa.affine_select(dst=sb((128, 8), nl.int32), pattern=[[1, 8]], offset=0, channel_multiplier=0,
+                                     on_true_tile=sb((128, 8), nl.int32), on_false_value=0.0),
+        ("dst dtype int32", "8/16-bit integer")),
     "exponential before gen4": (
         lambda a: nisa.exponential(dst=sb((128, 8)), src=sb((128, 8))), ("needs gen4", "gen3")),
     "dma element count": (

@@ -191,3 +191,19 @@ def test_access_patterns_reshape_and_breakpoint_inside_kernels(monkeypatch):
         return out
     np.testing.assert_array_equal(nki.simulate(every_other_column)(X), X[:, 1::2])
     assert stops == [True]
+
+
+def test_dropout_zeroes_the_given_fraction_reproducibly_per_seed():
+    ones = np.ones((128, 2000), dtype=np.float32)
+
+    @nki.jit
+    def drop(a, seed):
+        nl.random_seed(seed)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.dropout(nl.load(a), 0.25))
+        return out
+    first, again, other = drop(ones, 7), drop(ones, 7), drop(ones, 8)
+    assert set(np.unique(first)) == {0.0, 1.0}
+    assert (first == 0).mean() == pytest.approx(0.25, abs=0.01)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)

@@ -42,8 +42,21 @@ def affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, on_fal
     checks.compute_operands(op, "gpsimd", {"on_true_tile": on_true_tile}, {"dst": dst})
     checks.same_layout(op, "dst", dst, "on_true_tile", on_true_tile)
     require(cmp_op.kind == "compare", f"{op}: cmp_op must be a comparison such as nl.greater_equal, got {cmp_op!r}")
+    for param, tile in (("dst", dst), ("on_true_tile", on_true_tile)):
+        require(tile.dtype.is_float or tile.dtype.itemsize <= 2,
+                f"{op}: {param} dtype {tile.dtype} is not supported; use a float or an 8/16-bit integer type")
     values = affine_values(op, dst, pattern, offset, channel_multiplier)
     if run.numerics:
         keep = cmp_op.apply(values, 0) != 0
         dst.write(np.where(keep, as_matrix(run, on_true_tile), np.float32(on_false_value)), run.precise)
     issue(run, "gpsimd", op, costs.gpsimd(dst.free_size), reads=[on_true_tile], writes=[dst])
+
+
+def generate(dst, values, opcode):
+    """GpSimd writes generated values (random numbers) into an SBUF tile; `values` is a callable
+    producing them, or None in a timing-only run."""
+    run = current_run()
+    checks.compute_operands(opcode, "gpsimd", {}, {"dst": dst})
+    if run.numerics:
+        dst.write(values(), run.precise)
+    issue(run, "gpsimd", opcode, costs.gpsimd(dst.free_size), reads=[], writes=[dst])

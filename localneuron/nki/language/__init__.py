@@ -11,7 +11,7 @@ from .control import (affine_range, device_print, ds, dynamic_range, fori_loop, 
 from .creation import (empty_like, full, ndarray, ones, ones_like, shared_constant, shared_identity_matrix,
                        zeros, zeros_like)
 from .elementwise import ceil, floor, invert, logical_not, negative, trunc
-from .fused import rms_norm, softmax, where
+from .fused import dropout, rand, random_seed, rms_norm, softmax, where
 from .movement import load, load_transpose2d, matmul, store, transpose
 from .reductions import all, max, mean, min, prod, sum, var
 from .tile_size import tile_size

@@ -1,8 +1,11 @@
-"""Fused helpers built from several instructions: softmax, rms_norm, where."""
+"""Fused helpers built from several instructions: softmax, rms_norm, where, dropout; random tiles."""
+import numpy as np
+
 from .. import alu, buffers, isa
 from ..activations import BY_NAME as ACT
 from ..dtypes import as_dtype, float32
 from ..errors import require
+from ..run import current_run
 from ..tensor import NkiTensor
 from .creation import ndarray
 
@@ -68,3 +71,23 @@ def where(condition, x, y, dtype=None):
     out = ndarray(condition.shape, as_dtype(dtype) if dtype else x.dtype, buffers.sbuf)
     isa.elementwise.select(out, condition, x, y if isinstance(y, NkiTensor) else float(y))
     return out
+
+
+def random_seed(seed):
+    """Seed the kernel's random-number generator (each kernel run starts from seed 0)."""
+    current_run().random = np.random.default_rng(int(seed))
+
+
+def rand(shape, dtype=float32):
+    """A new SBUF tile of uniform [0, 1) values, generated on GpSimd."""
+    run = current_run()
+    out = ndarray(shape, dtype, buffers.sbuf)
+    isa.gpsimd.generate(out, (lambda: run.random.random(out.shape, dtype=np.float32)) if run.numerics else None, "rand")
+    return out
+
+
+def dropout(x, rate, dtype=None):
+    """Zero each element with probability `rate` (no rescaling, as nl.dropout documents)."""
+    keep = rand(x.shape)
+    mask = alu.greater_equal(keep, float(rate))
+    return alu.multiply(x, mask, dtype=dtype or x.dtype)
