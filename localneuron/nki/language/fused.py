@@ -10,8 +10,8 @@ from ..tensor import NkiTensor
 from .creation import ndarray
 
 
-def _column(p, name=""):
-    return ndarray((p, 1), float32, buffers.sbuf, name)
+def _column(p):
+    return ndarray((p, 1), float32, buffers.sbuf)
 
 
 def _last_axis(op, x, axis):
