@@ -33,23 +33,23 @@ def _reduce_res(op, reduce_res, partitions):
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                reduce_cmd=reduce_cmds.idle, name=None):
     """dst = op(data * scale + bias); optionally sum the result along the free axis per partition."""
-    name_ = "activation"
+    instr = "activation"
     run = current_run()
     if not isinstance(op, ActivationFunction):
-        raise NkiUsageError(f"{name_}: op={op!r} is not an activation function (e.g. nl.exp, nl.relu, nl.copy)")
+        raise NkiUsageError(f"{instr}: op={op!r} is not an activation function (e.g. nl.exp, nl.relu, nl.copy)")
     p = data.num_partitions
-    scale_value, scale_tile = operand(name_, "scale", scale, p)
+    scale_value, scale_tile = operand(instr, "scale", scale, p)
     bias_tile = None
     if bias is not None:
-        bias_value, bias_tile = operand(name_, "bias", bias, p)
+        bias_value, bias_tile = operand(instr, "bias", bias, p)
         require(bias_tile is not None or run.target.has("scalar_bias_immediate") or bias_value == 0.0,
-                f"{name_}: bias must be a [{p}, 1] tile on {run.target.name}; immediate (scalar) bias needs gen3 or newer")
+                f"{instr}: bias must be a [{p}, 1] tile on {run.target.name}; immediate (scalar) bias needs gen3 or newer")
     if reduce_res is not None or reduce_op is not None:
-        require(reduce_op in (None, alu.add), f"{name_}: reduce_op must be nl.add, got {reduce_op!r}")
-    _reduce_res(name_, reduce_res, p)
-    checks.compute_operands(name_, "scalar", {"data": data, "bias": bias_tile, "scale": scale_tile},
+        require(reduce_op in (None, alu.add), f"{instr}: reduce_op must be nl.add, got {reduce_op!r}")
+    _reduce_res(instr, reduce_res, p)
+    checks.compute_operands(instr, "scalar", {"data": data, "bias": bias_tile, "scale": scale_tile},
                             {"dst": dst, "reduce_res": reduce_res})
-    checks.same_layout(name_, "dst", dst, "data", data)
+    checks.same_layout(instr, "dst", dst, "data", data)
     reduces = reduce_res is not None or reduce_cmd is not reduce_cmds.idle
     if run.numerics:
         x = as_matrix(run, data) * operand_values(run, scale_value, p)
@@ -65,7 +65,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
             if reduce_res is not None:
                 reduce_res.write(total.reshape(p, 1), run.precise)
     cycles = costs.activation(data.free_size, reads_accumulator=reduce_res is not None)
-    issue(run, "scalar", name_, cycles, reads=[data, bias_tile, scale_tile], writes=[dst, reduce_res])
+    issue(run, "scalar", instr, cycles, reads=[data, bias_tile, scale_tile], writes=[dst, reduce_res])
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -76,15 +76,15 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmds.idle, reduce_init=0.0, name=None):
     """gen4 Vector engine: dst = exp(src - max_value), optionally reduce_res = reduce_init + row sums."""
-    name_ = "exponential"
+    instr = "exponential"
     run = current_run()
     require(run.target.has("exponential"),
-            f"{name_}: nisa.exponential needs gen4 (NeuronCore-v4); target is {run.target.name}")
+            f"{instr}: nisa.exponential needs gen4 (NeuronCore-v4); target is {run.target.name}")
     p = src.num_partitions
-    max_scalar, max_tile = operand(name_, "max_value", max_value, p)
-    _reduce_res(name_, reduce_res, p)
-    checks.compute_operands(name_, "vector", {"src": src, "max_value": max_tile}, {"dst": dst, "reduce_res": reduce_res})
-    checks.same_layout(name_, "dst", dst, "src", src)
+    max_scalar, max_tile = operand(instr, "max_value", max_value, p)
+    _reduce_res(instr, reduce_res, p)
+    checks.compute_operands(instr, "vector", {"src": src, "max_value": max_tile}, {"dst": dst, "reduce_res": reduce_res})
+    checks.same_layout(instr, "dst", dst, "src", src)
     if run.numerics:
         with np.errstate(all="ignore"):
             result = np.exp(as_matrix(run, src) - operand_values(run, max_scalar, p)).astype(np.float32)
@@ -92,4 +92,4 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmds
         if reduce_res is not None:
             reduce_res.write((np.float32(reduce_init) + result.sum(axis=1, dtype=np.float32)).reshape(p, 1), run.precise)
     cycles = costs.exponential(src.free_size, reads_accumulator=reduce_res is not None)
-    issue(run, "vector", name_, cycles, reads=[src, max_tile], writes=[dst, reduce_res])
+    issue(run, "vector", instr, cycles, reads=[src, max_tile], writes=[dst, reduce_res])

@@ -39,51 +39,61 @@ def _values(run, tile, operator):
     return as_matrix(run, tile, fp32=operator.kind != "bitvec")
 
 
+def _single_input_cycles(run, unit, instr, data, dst):
+    """Cost of a one-input element-wise instruction on whichever engine runs it."""
+    n = data.free_size
+    if unit == "gpsimd":
+        return costs.gpsimd(n)
+    if unit == "scalar":
+        return costs.activation(n, reads_accumulator=False)
+    return max(costs.MIN_II, costs.vector_single_input(n) // costs.perf_mode_speedup(instr, (data, dst), run.target))
+
+
 def tensor_tensor(dst, data1, data2, op, engine=None, name=None):
-    name_ = "tensor_tensor"
+    instr = "tensor_tensor"
     run = current_run()
-    operator = alu_op(name_, "op", op)
+    operator = alu_op(instr, "op", op)
     all_int32 = all(t.dtype.name == "int32" for t in (data1, data2))
     default = "gpsimd" if operator is alu.power or (all_int32 and operator.kind == "arith") else "vector"
-    unit = pick_engine(name_, engine, {"vector", "gpsimd"}, default)
-    _engine_supports(name_, "op", operator, unit, run)
-    checks.compute_operands(name_, unit, {"data1": data1, "data2": data2}, {"dst": dst})
-    checks.same_layout(name_, "data1", data1, "data2", data2)
-    checks.same_layout(name_, "dst", dst, "data1", data1)
+    unit = pick_engine(instr, engine, {"vector", "gpsimd"}, default)
+    _engine_supports(instr, "op", operator, unit, run)
+    checks.compute_operands(instr, unit, {"data1": data1, "data2": data2}, {"dst": dst})
+    checks.same_layout(instr, "data1", data1, "data2", data2)
+    checks.same_layout(instr, "dst", dst, "data1", data1)
     require(not (data1.buffer is buffers.psum and data2.buffer is buffers.psum),
-            f"{name_}: data1 and data2 are both in PSUM; at most one operand may be in PSUM")
-    _bitvec_dtypes(name_, operator, {"data1": data1, "data2": data2, "dst": dst})
+            f"{instr}: data1 and data2 are both in PSUM; at most one operand may be in PSUM")
+    _bitvec_dtypes(instr, operator, {"data1": data1, "data2": data2, "dst": dst})
     if run.numerics:
         dst.write(operator.apply(_values(run, data1, operator), _values(run, data2, operator)), run.precise)
     psum_operand = buffers.psum in (data1.buffer, data2.buffer)
-    fast = costs.perf_mode_speedup(name_, (data1, data2, dst), run.target) > 1 and operator in (
+    fast = costs.perf_mode_speedup(instr, (data1, data2, dst), run.target) > 1 and operator in (
         alu.add, alu.multiply, alu.subtract)
     cycles = costs.vector_tensor_tensor(data1.free_size, psum_operand, fast)
     if unit == "gpsimd":
         cycles = costs.gpsimd(data1.free_size)
-    issue(run, unit, name_, cycles, reads=[data1, data2], writes=[dst])
+    issue(run, unit, instr, cycles, reads=[data1, data2], writes=[dst])
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=None, name=None):
     """dst = (data op0 operand0) op1 operand1, operands scalars or [P, 1] fp32 tiles."""
-    name_ = "tensor_scalar"
+    instr = "tensor_scalar"
     run = current_run()
-    first = alu_op(name_, "op0", op0)
-    second = alu_op(name_, "op1", op1) if op1 is not None else None
-    unit = pick_engine(name_, engine, ALL_ENGINES, "vector")
+    first = alu_op(instr, "op0", op0)
+    second = alu_op(instr, "op1", op1) if op1 is not None else None
+    unit = pick_engine(instr, engine, ALL_ENGINES, "vector")
     for param, operator in (("op0", first), ("op1", second)):
         if operator is not None:
-            _engine_supports(name_, param, operator, unit, run)
+            _engine_supports(instr, param, operator, unit, run)
     if unit == "scalar":
         require((first, second) in SCALAR_ENGINE_FORMS,
-                f"{name_}: the Scalar engine supports only multiply+add, multiply or add, got op0={first!r}, op1={second!r}")
+                f"{instr}: the Scalar engine supports only multiply+add, multiply or add, got op0={first!r}, op1={second!r}")
     p = data.num_partitions
-    value0, tile0 = operand(name_, "operand0", operand0, p)
-    value1, tile1 = operand(name_, "operand1", operand1, p) if second is not None else (None, None)
-    checks.compute_operands(name_, unit, {"data": data, "operand0": tile0, "operand1": tile1}, {"dst": dst})
-    checks.same_layout(name_, "dst", dst, "data", data)
-    _bitvec_dtypes(name_, first, {"data": data, "dst": dst})
+    value0, tile0 = operand(instr, "operand0", operand0, p)
+    value1, tile1 = operand(instr, "operand1", operand1, p) if second is not None else (None, None)
+    checks.compute_operands(instr, unit, {"data": data, "operand0": tile0, "operand1": tile1}, {"dst": dst})
+    checks.same_layout(instr, "dst", dst, "data", data)
+    _bitvec_dtypes(instr, first, {"data": data, "dst": dst})
     if run.numerics:
         result = _values(run, data, first)
         for operator, value, reverse in ((first, value0, reverse0), (second, value1, reverse1)):
@@ -94,46 +104,32 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
                 scalar = np.asarray(scalar).astype(result.dtype)
             result = operator.apply(scalar, result) if reverse else operator.apply(result, scalar)
         dst.write(result, run.precise)
-    n = data.free_size
-    if unit == "gpsimd":
-        cycles = costs.gpsimd(n)
-    elif unit == "scalar":
-        cycles = costs.activation(n, reads_accumulator=False)
-    else:
-        cycles = costs.vector_single_input(n) // costs.perf_mode_speedup(name_, (data, dst), run.target)
-    issue(run, unit, name_, max(cycles, costs.MIN_II), reads=[data, tile0, tile1], writes=[dst])
+    issue(run, unit, instr, _single_input_cycles(run, unit, instr, data, dst), reads=[data, tile0, tile1], writes=[dst])
 
 
 def tensor_copy(dst, src, engine=None, name=None):
     """Copy (and convert) a tile; bit-exact when the dtypes match, through fp32 otherwise."""
-    name_ = "tensor_copy"
+    instr = "tensor_copy"
     run = current_run()
-    unit = pick_engine(name_, engine, ALL_ENGINES, "vector")
-    checks.compute_operands(name_, unit, {"src": src}, {"dst": dst})
-    checks.same_layout(name_, "dst", dst, "src", src)
+    unit = pick_engine(instr, engine, ALL_ENGINES, "vector")
+    checks.compute_operands(instr, unit, {"src": src}, {"dst": dst})
+    checks.same_layout(instr, "dst", dst, "src", src)
     if run.numerics:
         dst.write(as_matrix(run, src, fp32=False), run.precise)
-    n = src.free_size
-    if unit == "gpsimd":
-        cycles = costs.gpsimd(n)
-    elif unit == "scalar":
-        cycles = costs.activation(n, reads_accumulator=False)
-    else:
-        cycles = max(costs.MIN_II, costs.vector_single_input(n) // costs.perf_mode_speedup(name_, (src, dst), run.target))
-    issue(run, unit, name_, cycles, reads=[src], writes=[dst])
+    issue(run, unit, instr, _single_input_cycles(run, unit, instr, src, dst), reads=[src], writes=[dst])
 
 
 def memset(dst, value, engine=None, name=None):
-    name_ = "memset"
+    instr = "memset"
     run = current_run()
-    unit = pick_engine(name_, engine, {"vector", "gpsimd"}, "vector")
-    checks.compute_operands(name_, unit, {}, {"dst": dst})
+    unit = pick_engine(instr, engine, {"vector", "gpsimd"}, "vector")
+    checks.compute_operands(instr, unit, {}, {"dst": dst})
     if run.numerics:
         dst.write(np.full(dst.shape, value, dtype=np.float32 if dst.dtype.is_float else np.int64), run.precise)
     n = dst.free_size
     zero_16bit = value == 0 and dst.dtype.name in ("bfloat16", "float16")
     cycles = costs.gpsimd(n) if unit == "gpsimd" else costs.memset(n, zero_16bit)
-    issue(run, unit, name_, cycles, reads=[], writes=[dst])
+    issue(run, unit, instr, cycles, reads=[], writes=[dst])
 
 
 def vector_unary(dst, data, fn, opcode, raw_bits=False):
