@@ -1,0 +1,202 @@
+"""Parallelism on the `neuron` backend against the same job on CPU + Gloo, rank by rank (contract §10.7):
+DDP, FSDP2, tensor and sequence parallelism, pipeline parallelism, FSDP x TP on a 2-D mesh, and a
+distributed checkpoint of an FSDP2 model. Each job trains a small model for a few steps and returns
+its losses and parameters; the neuron run must match the CPU run."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from distributed_launcher import run
+
+STEPS = 3
+DIM = 16
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int = DIM):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+def batch(device: str, step: int, shape=(4, 8, DIM), same_on_all_ranks: bool = False):
+    """Inputs and targets made on the CPU from (step, rank), so both runs see the same numbers."""
+    g = torch.Generator().manual_seed(1000 * step + (0 if same_on_all_ranks else dist.get_rank()))
+    return torch.randn(*shape, generator=g).to(device), torch.randn(*shape, generator=g).to(device)
+
+
+def train(model: nn.Module, device: str, same_on_all_ranks: bool = False) -> list[float]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)  # TP mixes DTensor and plain parameters
+    losses = []
+    for step in range(STEPS):
+        x, y = batch(device, step, same_on_all_ranks=same_on_all_ranks)
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def full_params(model: nn.Module) -> dict:
+    return {n: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().float().cpu()
+            for n, p in model.named_parameters()}
+
+
+def seeded(factory):
+    torch.manual_seed(0)
+    return factory()
+
+
+def assert_runs_match(results: list, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    for rank, result in enumerate(results):
+        got, want = result["neuron"], result["cpu"]
+        torch.testing.assert_close(got["losses"], want["losses"], atol=atol, rtol=rtol,
+                                   msg=lambda m: f"rank {rank} losses: {m}")
+        assert got["params"].keys() == want["params"].keys()
+        for name in want["params"]:
+            torch.testing.assert_close(got["params"][name], want["params"][name], atol=atol, rtol=rtol,
+                                       msg=lambda m: f"rank {rank} {name}: {m}")
+
+
+# -- DDP --
+def ddp(device: str) -> dict:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = seeded(MLP).to(device)
+    wrapped = DDP(model, bucket_cap_mb=0.001)  # several buckets, so several overlapped all-reduces
+    return {"losses": train(wrapped, device), "params": full_params(model)}
+
+
+def test_ddp_matches_cpu_gloo():
+    assert_runs_match(run(__file__, "ddp", 2))
+
+
+# -- FSDP2, and a distributed checkpoint of it --
+def fsdp2(device: str, checkpoint_dir: str) -> dict:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+
+    def sharded():
+        model = seeded(lambda: nn.Sequential(MLP(), MLP())).to(device)
+        for block in model:
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
+        return fully_shard(model, mesh=mesh, mp_policy=policy)
+
+    model = sharded()
+    losses = train(model, device)
+    path = f"{checkpoint_dir}/{device}"
+    dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=path)
+    restored = sharded()  # fresh weights, then the checkpoint's
+    state = {"model": get_model_state_dict(restored)}
+    dcp.load(state, checkpoint_id=path)
+    set_model_state_dict(restored, state["model"])
+    restored_params = full_params(restored)
+    return {"losses": losses, "params": full_params(model), "restored": restored_params,
+            "local_device": next(model.parameters()).to_local().device.type}
+
+
+def test_fsdp2_mixed_precision_and_checkpoint_match_cpu_gloo(tmp_path):
+    results = run(__file__, "fsdp2", 2, kwargs={"checkpoint_dir": str(tmp_path)})
+    assert_runs_match(results, atol=1e-2, rtol=1e-2)  # bf16 compute on both sides
+    for result in results:
+        got = result["neuron"]
+        assert got["local_device"] == "neuron"
+        for name, value in got["params"].items():
+            assert torch.equal(got["restored"][name], value), f"checkpoint round trip changed {name}"
+
+
+# -- tensor and sequence parallelism --
+def tensor_parallel(device: str) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module,
+    )
+
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    tp = parallelize_module(seeded(MLP).to(device), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    sp = parallelize_module(seeded(MLP).to(device), mesh, {
+        "norm": SequenceParallel(),
+        "up": ColwiseParallel(input_layouts=Shard(1)),
+        "down": RowwiseParallel(output_layouts=Shard(1)),
+    })
+    # Every rank of a TP group sees the same batch; SP then shards it along the sequence.
+    return {"losses": train(tp, device, same_on_all_ranks=True) + train(sp, device, same_on_all_ranks=True),
+            "params": {**{f"tp.{n}": p for n, p in full_params(tp).items()},
+                       **{f"sp.{n}": p for n, p in full_params(sp).items()}}}
+
+
+def test_tensor_and_sequence_parallel_match_cpu_gloo():
+    assert_runs_match(run(__file__, "tensor_parallel", 2))
+
+
+# -- pipeline parallelism --
+def pipeline(device: str) -> dict:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    losses, params = [], {}
+    for name, schedule_class in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        blocks = seeded(lambda: nn.Sequential(*[MLP() for _ in range(world)]))
+        stage_module = blocks[rank].to(device)
+        stage = PipelineStage(stage_module, rank, world, torch.device(device))
+        schedule = schedule_class(stage, n_microbatches=2, loss_fn=F.mse_loss)
+        opt = torch.optim.SGD(stage_module.parameters(), lr=0.1)
+        for step in range(STEPS):
+            x, y = batch(device, step, same_on_all_ranks=True)
+            step_losses = []
+            if rank == 0:
+                schedule.step(x)
+            elif rank == world - 1:
+                schedule.step(target=y, losses=step_losses)
+            else:
+                schedule.step()
+            opt.step()
+            opt.zero_grad()
+            losses += [loss.item() for loss in step_losses]
+        params.update({f"{name}.{n}": p for n, p in full_params(stage_module).items()})
+    return {"losses": losses, "params": params}
+
+
+def test_pipeline_gpipe_and_1f1b_match_cpu_gloo():
+    assert_runs_match(run(__file__, "pipeline", 2))
+
+
+# -- FSDP x TP on a 2-D mesh --
+def fsdp_tp(device: str) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh(device, (2, dist.get_world_size() // 2), mesh_dim_names=("dp", "tp"))
+    model = seeded(MLP).to(device)
+    parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    # Ranks of one TP group share a batch; the two DP replicas see different ones.
+    dp_rank = mesh.get_local_rank("dp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(STEPS):
+        g = torch.Generator().manual_seed(1000 * step + dp_rank)
+        x, y = (torch.randn(4, 8, DIM, generator=g).to(device) for _ in range(2))
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return {"losses": losses, "params": full_params(model)}
+
+
+def test_fsdp_x_tp_2d_mesh_matches_cpu_gloo():
+    assert_runs_match(run(__file__, "fsdp_tp", 4, timeout=180))
