@@ -165,3 +165,22 @@ def test_benchmark_trace_gives_a_per_engine_timeline():
     assert {e["tid"] for e in events} == {"dma", "vector", "scalar"}
     assert [e["name"] for e in events if e["tid"] == "scalar"] == ["activation", "activation"]
     assert max(e["ts"] + e["dur"] for e in events) <= report.latency_us
+
+
+@pytest.mark.parametrize("target, psum_overlap", [("gen2", False), ("gen3", True)])
+def test_port_conflicts_serialise_engines_sharing_a_port(target, psum_overlap, monkeypatch):
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
+
+    def vector_and_scalar_on_psum(a, same_bank):
+        banks = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(2)]
+        other = banks[0] if same_bank else banks[1]
+        for _ in range(8):
+            nisa.tensor_copy(dst=nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf), src=banks[0])
+            nisa.activation(dst=nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf), op=nl.exp, data=other)
+
+    def overlapped(report):
+        return report.latency_ns < 0.8 * (report.engine_busy_ns["vector"] + report.engine_busy_ns["scalar"])
+    same = estimate(lambda a: vector_and_scalar_on_psum(a, True), ((1,), "float32"))
+    different = estimate(lambda a: vector_and_scalar_on_psum(a, False), ((1,), "float32"))
+    assert not overlapped(same)                       # one PSUM bank: never concurrent
+    assert overlapped(different) == psum_overlap      # gen2 shares the whole PSUM port

@@ -9,7 +9,7 @@ reused across iterations serialises its users, as on the hardware.
 """
 from collections import Counter
 
-from . import costs
+from . import costs, ports
 
 COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 PARTITIONS_PER_DMA_QUEUE = 8   # 16 queues serve 128 partitions
@@ -35,6 +35,7 @@ class Timeline:
         self.queue_free_at = [0.0] * target.dma_queues
         self.queue_busy = [0.0] * target.dma_queues
         self.next_queue = 0
+        self.port_free_at = {}   # shared SBUF/PSUM port -> time its current user finishes
         self.finish = 0.0
         self.counts = Counter()
         self.trace = [] if keep_trace else None
@@ -88,13 +89,18 @@ class Timeline:
     # --- issue --------------------------------------------------------------------------
     def compute(self, engine, opcode, cycles, reads=(), writes=()):
         clock = self.target.clock_ghz[engine]
-        cycles *= costs.strided_access_factor([t for t in list(reads) + list(writes) if t is not None])
+        tiles = [t for t in list(reads) + list(writes) if t is not None]
+        cycles *= costs.strided_access_factor(tiles)
+        shared = ports.contended_ports(self.target, engine, tiles)
         reads, writes = self._accesses(reads, writes)
-        start = max(self.free_at[engine], self._ready_after(engine, reads, writes))
+        start = max([self.free_at[engine], self._ready_after(engine, reads, writes)]
+                    + [self.port_free_at.get(port, 0.0) for port in shared])
         busy = cycles / clock
         done = start + busy
         ready = done + costs.DEPENDENCY_LATENCY / clock
         self.free_at[engine] = done
+        for port in shared:
+            self.port_free_at[port] = done
         self.busy[engine] += busy
         self._record(engine, reads, writes, done, ready)
         self.finish = max(self.finish, ready)
