@@ -40,8 +40,9 @@ def rank_env(rank: int, world_size: int, port: int, local_rank: int | None = Non
 
 
 def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: dict | None = None,
-        env: dict | None = None, timeout: float = 120) -> list:
-    """Each rank's return value: a dict {device: result} when `backends` is given, else the job's result."""
+        env: dict | None = None, timeout: float = 120, may_die: frozenset = frozenset()) -> list:
+    """Each rank's return value: a dict {device: result} when `backends` is given, else the job's result;
+    None for a rank in `may_die` that did not finish (fault tests kill ranks on purpose)."""
     import torch
 
     port = free_port()
@@ -54,11 +55,12 @@ def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: d
             procs.append(subprocess.Popen([sys.executable, __file__, spec], env=rank_vars,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         logs = finish(procs, timeout)
-        failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+        failed = [r for r, p in enumerate(procs) if p.returncode != 0 and r not in may_die]
         if failed:
             raise AssertionError(f"ranks {failed} of {job} failed:\n" + "\n".join(
                 f"--- rank {r} (exit {procs[r].returncode}) ---\n{logs[r][-4000:]}" for r in failed))
-        return [torch.load(Path(out) / f"rank{r}.pt", weights_only=False) for r in range(world_size)]
+        results = [Path(out) / f"rank{r}.pt" for r in range(world_size)]
+        return [torch.load(path, weights_only=False) if path.exists() else None for path in results]
 
 
 def finish(procs: list, timeout: float) -> list[str]:
