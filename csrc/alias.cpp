@@ -24,6 +24,12 @@ void release_adopted_bytes(void* ctx) {
   delete a;
 }
 
+// conj() and neg views are lazy: a bit on the tensor, not a change of the bytes.
+void copy_lazy_bits(c10::TensorImpl& impl, const at::Tensor& host) {
+  if (host.is_conj()) impl._set_conj(true);
+  if (host.is_neg()) impl._set_neg(true);
+}
+
 }  // namespace
 
 at::Tensor cpu_alias(const at::Tensor& t) {
@@ -35,6 +41,7 @@ at::Tensor cpu_alias(const at::Tensor& t) {
                     alias_allocator(), /*resizable=*/true);
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), kHostKeys, t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  copy_lazy_bits(*impl, t);
   return at::Tensor(std::move(impl));
 }
 
@@ -66,6 +73,7 @@ at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {
                        /*resizable=*/true);
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), kDeviceKeys, host.dtype());
   impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
+  copy_lazy_bits(*impl, host);
   return at::Tensor(std::move(impl));
 }
 
@@ -73,6 +81,7 @@ at::Tensor view_like(const at::Tensor& base, const at::Tensor& host_view) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
                                                    base.key_set(), host_view.dtype());
   impl->set_sizes_and_strides(host_view.sizes(), host_view.strides(), host_view.storage_offset());
+  copy_lazy_bits(*impl, host_view);
   return at::Tensor(std::move(impl));
 }
 

@@ -122,13 +122,32 @@ int find_generator_arg(const c10::FunctionSchema& schema) {
   return -1;
 }
 
+// Enum arguments (dtype, layout, memory_format) travel as ints on the stack; give Python its enums.
+py::object to_python(const c10::IValue& value, const c10::TypePtr& declared) {
+  c10::TypePtr type = declared;
+  if (type->kind() == c10::TypeKind::OptionalType) type = type->expectRef<c10::OptionalType>().getElementType();
+  if (value.isInt()) {
+    switch (type->kind()) {
+      case c10::TypeKind::ScalarTypeType:
+        return py::cast(static_cast<at::ScalarType>(value.toInt()));
+      case c10::TypeKind::LayoutType:
+        return py::cast(static_cast<at::Layout>(value.toInt()));
+      case c10::TypeKind::MemoryFormatType:
+        return py::cast(static_cast<at::MemoryFormat>(value.toInt()));
+      default:
+        break;
+    }
+  }
+  return torch::jit::toPyObject(value);
+}
+
 std::pair<py::tuple, py::dict> to_python_args(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
                                               size_t begin) {
   const auto& args = schema.arguments();
   py::list positional;
   py::dict keywords;
   for (size_t i = 0; i < args.size(); i++) {
-    py::object value = torch::jit::toPyObject(stack[begin + i]);
+    py::object value = to_python(stack[begin + i], args[i].real_type());
     if (args[i].kwarg_only()) keywords[py::str(args[i].name())] = value;
     else positional.append(value);
   }

@@ -114,6 +114,9 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return dense(self) && dense(from) && self.layout() == c10::kStrided && from.layout() == c10::kStrided;
 }
 
+// Work on every stream completes when it is issued, so no block is ever reused while a stream uses it.
+void record_stream(at::Tensor&, c10::Stream) {}
+
 void refuse_layout(const char* feature, const char* advice, const c10::OperatorHandle& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on the neuron device (", op.schema().name(),
                               "). ", advice);
@@ -159,6 +162,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
   m.impl("set_", set_empty);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  m.impl("record_stream", record_stream);
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>()); }

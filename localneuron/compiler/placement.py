@@ -16,13 +16,15 @@ NEURON = torch.device("neuron", 0)
 
 
 def _is_cpu_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor) and x.device.type == "cpu"
+    """A CPU tensor input to copy; 0-dim CPU tensors are scalars that device ops accept as they are (and
+    the optimizers' `step` counters among them must be updated in place, not in a copy)."""
+    return isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.dim() > 0
 
 
-def _input_device(example_inputs):
+def _input_devices(example_inputs):
     devices = []
     for x in example_inputs:
-        if isinstance(x, torch.Tensor) and x.device not in devices:
+        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.device not in devices:
             devices.append(x.device)
     return devices
 
@@ -39,7 +41,7 @@ def _to_device_constants(gm: torch.fx.GraphModule) -> None:
 
 def on_device(gm: torch.fx.GraphModule, example_inputs, settings: CompileSettings):
     """(graph, example inputs) to compile, and a wrapper that puts run-time arguments where they belong."""
-    devices = _input_device(example_inputs)
+    devices = _input_devices(example_inputs)
     if settings.retain_device and len(devices) > 1:
         raise errors.mixed_input_devices(*[str(d) for d in devices[:2]])
     cpu_inputs = [i for i, x in enumerate(example_inputs) if _is_cpu_tensor(x)]

@@ -20,10 +20,9 @@ class Stream(torch.Stream):
         return event
 
 
-class Event(torch.Event):
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
+    """A neuron event (a plain torch.Event: PyTorch's event methods accept no subclasses)."""
+    return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def current_stream(device=None) -> torch.Stream:

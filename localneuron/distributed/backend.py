@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from localneuron.distributed import rank_device
+from localneuron.distributed import rank_device, report
 from localneuron.distributed.process_group import ProcessGroupNeuron
 
 
@@ -14,6 +14,7 @@ def _create(store: dist.Store, rank: int, size: int, timeout: timedelta) -> Proc
     is_world = not dist.is_initialized()
     if is_world:
         rank_device.attach(store, rank, size)
+        report.write_at_exit(rank, size)
     return ProcessGroupNeuron(store, rank, size, timeout, is_world)
 
 

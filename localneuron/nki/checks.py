@@ -1,7 +1,7 @@
 """Constraint checks shared by the ISA instructions. Every message names the instruction,
 the parameter and the limit, so a failing kernel says what to change."""
 from . import buffers
-from .errors import NkiUsageError, require
+from .errors import NkiConstraintError, NkiUsageError, require
 from .tensor import NkiTensor
 
 PMAX = 128
@@ -30,7 +30,8 @@ def access(op, engine, param, tile, mode):
     tensor_arg(op, param, tile)
     where = buffers.kind(tile.buffer)
     allowed = ENGINE_ACCESS[engine][mode]
-    require(where in allowed,
+    if where not in allowed:   # the message is built only on failure: this runs for every operand
+        raise NkiConstraintError(
             f"{op}: {param} is in {where.upper()}, but the {ENGINE_TITLES[engine]} engine can only "
             f"{mode} {' or '.join(sorted(a.upper() for a in allowed))}")
 
@@ -40,15 +41,15 @@ def partition_rules(op, param, tile):
     if not tile.buffer.on_chip:
         return
     count = tile.num_partitions
-    require(count <= PMAX, f"{op}: {param} has {count} partitions, exceeding the limit pmax={PMAX}")
-    if tile.ndim:
-        require(tile.strides[0] == tile.storage.row_size or count == 1,
-                f"{op}: {param} steps over partitions; a tile occupies a contiguous partition range")
+    if count > PMAX:
+        raise NkiConstraintError(f"{op}: {param} has {count} partitions, exceeding the limit pmax={PMAX}")
+    if tile.ndim and count > 1 and tile.strides[0] != tile.storage.row_size:
+        raise NkiConstraintError(f"{op}: {param} steps over partitions; a tile occupies a contiguous partition range")
     start = tile.partition_start
     allowed = (0,) if count > 64 else (0, 64) if count > 32 else (0, 32, 64, 96)
-    require(start in allowed,
-            f"{op}: {param} starts at partition {start}; a {count}-partition access must start at "
-            f"partition {' or '.join(map(str, allowed))}")
+    if start not in allowed:
+        raise NkiConstraintError(f"{op}: {param} starts at partition {start}; a {count}-partition access must "
+                                 f"start at partition {' or '.join(map(str, allowed))}")
 
 
 def same_partitions(op, first, a, second, b):

@@ -55,3 +55,20 @@ def uses_64bit(args, kwargs, ignore_int64: bool = False) -> bool:
     flat, _ = tree_flatten((args, kwargs))
     return any((isinstance(x, torch.Tensor) and x.device.type == "neuron" and x.dtype in wide)
                or (isinstance(x, torch.dtype) and x in wide) for x in flat)
+
+
+# c10::MemoryFormat values; the executor hands enum arguments to Python as plain ints
+MEMORY_FORMAT_NAMES = {0: "torch.contiguous_format", 1: "torch.preserve_format", 2: "torch.channels_last",
+                       3: "torch.channels_last_3d"}
+
+
+def check_memory_format(schema, args, kwargs) -> None:
+    bound = bind(schema, args, kwargs)
+    for a in schema.arguments:
+        value = bound.get(a.name)
+        if "MemoryFormat" in str(a.real_type) and value is not None:
+            code = value if isinstance(value, int) else {torch.contiguous_format: 0, torch.preserve_format: 1}.get(value, 2)
+            if code not in (0, 1):
+                raise RuntimeError(f"{schema.name}: Neuron tensors only support contiguous or preserve memory format "
+                                   f"(got {MEMORY_FORMAT_NAMES.get(code, value)}). Keep tensors in "
+                                   "torch.contiguous_format on the neuron device.")

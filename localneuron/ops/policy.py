@@ -37,6 +37,7 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    arguments.check_memory_format(schema, args, kwargs)
     rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
     if arguments.returns_view(schema):
         kind, route = tracking.VIEW, DEVICE

@@ -8,6 +8,7 @@ from ..targets import at_least
 from .enums import dge_mode as dge_modes, oob_mode as oob_modes
 
 OP = "dma_copy"
+HBM_DESCRIPTOR_BYTES = 64 * 1024
 
 
 def contiguous_run(tile):
@@ -45,9 +46,16 @@ def dma_copy(dst, src, oob_mode=oob_modes.error, dge_mode=dge_modes.unknown, eng
         # Different dtypes convert through fp32; equal dtypes copy the stored values unchanged.
         dst.write(src.read(), run.precise)
 
-    side = dst if dst.buffer.on_chip else src if src.buffer.on_chip else dst
-    rows = side.num_partitions if side.ndim else 1
-    per_row = max(1, side.size // max(rows, 1))
-    chunk = max(1, min(contiguous_run(src), contiguous_run(dst), per_row))
     itemsize = max(src.dtype.itemsize, dst.dtype.itemsize)
-    run.timeline.dma(OP, rows, math.ceil(per_row / chunk), chunk * itemsize, reads=[src], writes=[dst])
+    chunk = max(1, min(contiguous_run(src), contiguous_run(dst)))
+    on_chip = dst if dst.buffer.on_chip else src if src.buffer.on_chip else None
+    if on_chip is not None:
+        # One row per partition; a descriptor never crosses a partition.
+        rows = on_chip.num_partitions if on_chip.ndim else 1
+        per_row = max(1, on_chip.size // max(rows, 1))
+        chunk = min(chunk, per_row)
+        run.timeline.dma(OP, rows, math.ceil(per_row / chunk), chunk * itemsize, reads=[src], writes=[dst])
+    else:
+        # HBM to HBM: contiguous runs, split into descriptors of at most 64 KiB.
+        chunk = min(chunk, max(1, HBM_DESCRIPTOR_BYTES // itemsize))
+        run.timeline.dma(OP, math.ceil(src.size / chunk), 1, chunk * itemsize, reads=[src], writes=[dst])

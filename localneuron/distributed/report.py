@@ -1,0 +1,62 @@
+"""The distributed section of the portability report: collectives issued by kind, bytes moved, time in them.
+
+`collect()` gives the JSON-able data and `render(data)` its text lines, for `localneuron run`.
+Under a launcher, each rank can also leave its own file: with LOCALNEURON_REPORT_DIR set, a rank that
+created a `neuron` process group writes `<dir>/localneuron-report-rank<RANK>.json` at exit.
+
+Bytes follow nccl-tests' "size": the larger of a call's input and output buffers on this rank (all-gather
+counts its output, reduce-scatter its input). Seconds run from issue to completion of each call, so
+overlapped collectives (DDP buckets) each count their own time.
+"""
+import atexit
+import json
+import os
+from pathlib import Path
+
+from localneuron.distributed import stats
+
+REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
+
+
+def collect() -> dict:
+    kinds = {kind: {"calls": s.calls, "bytes": s.bytes, "seconds": round(s.seconds, 6)}
+             for kind, s in sorted(stats.snapshot().items())}
+    total = {field: sum(k[field] for k in kinds.values()) for field in ("calls", "bytes", "seconds")}
+    return {"transport": "gloo", "collectives": kinds, "total": total}
+
+
+def render(data: dict) -> list[str]:
+    total = data["total"]
+    if not total["calls"]:
+        return ["Collectives: none issued on a neuron process group."]
+    lines = [f"Collectives (neuron process groups, {data['transport']} transport): {total['calls']} calls, "
+             f"{_size(total['bytes'])}, {total['seconds']:.3f} s"]
+    width = max(len(kind) for kind in data["collectives"])
+    for kind, s in data["collectives"].items():
+        lines.append(f"  {kind:<{width}}  {s['calls']:>6} calls  {_size(s['bytes']):>10}  {s['seconds']:>9.3f} s")
+    return lines
+
+
+_rank_file: dict = {}  # rank and world size of the latest world group; written once, at exit
+
+
+def write_at_exit(rank: int, world_size: int) -> None:
+    """Arranges for this rank's file to be written at exit, if LOCALNEURON_REPORT_DIR asks for it."""
+    if os.environ.get(REPORT_DIR_ENV):
+        if not _rank_file:
+            atexit.register(_write)
+        _rank_file.update(rank=rank, world_size=world_size)
+
+
+def _write() -> None:
+    directory = Path(os.environ[REPORT_DIR_ENV])
+    directory.mkdir(parents=True, exist_ok=True)
+    data = {**_rank_file, "distributed": collect()}
+    (directory / f"localneuron-report-rank{data['rank']}.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024

@@ -1,0 +1,33 @@
+"""Streams and events on the neuron device."""
+import torch
+
+import torch_neuronx
+
+
+def test_streams_events_and_elapsed_time():
+    s = torch.neuron.Stream()
+    assert s.device == torch.device("neuron:0") and isinstance(s, torch.Stream)
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with torch.neuron.stream(s):
+        assert torch.neuron.current_stream() == s
+        start.record()
+        x = torch.ones(100, 100, device="neuron") @ torch.ones(100, 100, device="neuron")
+        end.record()
+    assert torch.neuron.current_stream() != s
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0 and end.query() and s.query()
+    torch.neuron.current_stream().wait_stream(s)
+    x.record_stream(s)
+    s.synchronize()
+    assert x[0, 0].item() == 100.0
+
+
+def test_torch_neuronx_stream_api():
+    s = torch_neuronx.Stream()
+    with torch_neuronx.stream(s):
+        assert torch_neuronx.current_stream() == s
+    assert torch_neuronx.default_stream().stream_id == 0
+    e = torch_neuronx.Event()
+    e.record()
+    e.wait()
+    torch_neuronx.synchronize()
