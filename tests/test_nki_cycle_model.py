@@ -184,3 +184,14 @@ def test_port_conflicts_serialise_engines_sharing_a_port(target, psum_overlap, m
     different = estimate(lambda a: vector_and_scalar_on_psum(a, False), ((1,), "float32"))
     assert not overlapped(same)                       # one PSUM bank: never concurrent
     assert overlapped(different) == psum_overlap      # gen2 shares the whole PSUM port
+
+
+def test_large_hbm_to_hbm_copies_use_every_dma_queue():
+    def copy(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+    report = estimate(copy, ((1 << 22,), "float32"))              # 16 MiB
+    assert report.engine_busy_ns["dma"] == pytest.approx(report.latency_ns)
+    bandwidth = (1 << 24) / report.latency_ns                      # bytes per ns over 16 queues
+    assert 16 * 23 * 0.9 < bandwidth < 16 * 27.2

@@ -106,10 +106,11 @@ class Timeline:
         self.finish = max(self.finish, ready)
         self._log(engine, opcode, start, done)
 
-    def dma(self, opcode, rows, descriptors_per_row, descriptor_bytes, reads=(), writes=()):
-        """A transfer of `rows` rows, spread over the DMA queues (about 8 partitions per queue)."""
+    def dma(self, opcode, rows, descriptors_per_row, descriptor_bytes, reads=(), writes=(),
+            rows_per_queue=PARTITIONS_PER_DMA_QUEUE):
+        """A transfer of `rows` rows, spread over the DMA queues (partition rows: 8 per queue)."""
         queues = self.target.dma_queues
-        used = min(queues, max(1, -(-rows // PARTITIONS_PER_DMA_QUEUE)))
+        used = min(queues, max(1, -(-rows // rows_per_queue)))
         rows_per_queue = -(-rows // used)
         per_descriptor = self.dma_descriptor_ns + descriptor_bytes / self.target.dma_peak_bytes_per_ns
         busy = rows_per_queue * descriptors_per_row * per_descriptor

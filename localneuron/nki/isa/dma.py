@@ -58,4 +58,5 @@ def dma_copy(dst, src, oob_mode=oob_modes.error, dge_mode=dge_modes.unknown, eng
     else:
         # HBM to HBM: contiguous runs, split into descriptors of at most 64 KiB.
         chunk = min(chunk, max(1, HBM_DESCRIPTOR_BYTES // itemsize))
-        run.timeline.dma(OP, math.ceil(src.size / chunk), 1, chunk * itemsize, reads=[src], writes=[dst])
+        run.timeline.dma(OP, math.ceil(src.size / chunk), 1, chunk * itemsize, reads=[src], writes=[dst],
+                         rows_per_queue=1)
