@@ -1,6 +1,7 @@
 """torch.neuron: the device module PyTorch looks up for the `neuron` device (mirrors torch.cuda)."""
 import torch
 
+from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from localneuron.device import memory
 from localneuron.device.devices import (
     current_device, device, device_count, get_device_name, get_device_properties, init, is_available,
