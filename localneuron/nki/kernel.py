@@ -57,6 +57,8 @@ class Kernel:
                                 "set NEURON_PLATFORM_TARGET_OVERRIDE=gen2|gen3|gen4 instead")
         self.fn = fn
         functools.update_wrapper(self, fn)
+        # Registered eagerly: a compiled graph may name the kernel while Dynamo traces, when
+        # registering it would only be recorded as a side effect.
         self.registry_index = len(KERNELS)
         KERNELS.append(self)
 
@@ -220,8 +222,16 @@ def _combine(reports, parallel):
 
 # --- public runners --------------------------------------------------------------------------
 
+_KERNEL_OF_FUNCTION = {}   # kernels live as long as KERNELS anyway
+
+
 def _as_kernel(kernel):
-    return kernel if isinstance(kernel, Kernel) else Kernel(kernel, {})
+    """A plain function passed to simulate/benchmark becomes one Kernel, however often it is run."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    if kernel not in _KERNEL_OF_FUNCTION:
+        _KERNEL_OF_FUNCTION[kernel] = Kernel(kernel, {})
+    return _KERNEL_OF_FUNCTION[kernel]
 
 
 def simulate(kernel):
