@@ -36,7 +36,7 @@ def compiler_for(graph: DynamoGraph, kind: str):
             node, reason = next(iter(eager.items()))
             raise fullgraph_eager_op(partition.op_name(node), reason)
         if eager:
-            run, statuses = _compile_pieces(gm, example_inputs, kind == "backward", graph.settings, set(eager))
+            run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, partition.with_unpacking(set(eager)))
         else:
             executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
             run, statuses = executable.run, [executable.cache]
@@ -76,7 +76,7 @@ def _pieces_report_no_strides():
             context.output_strides = reported
 
 
-def _compile_pieces(gm, example_inputs, is_backward: bool, settings: CompileSettings, eager: set):
+def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set):
     pieces = partition.split(gm, eager)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]

@@ -4,6 +4,7 @@ An op that runs as a CPU fallback in eager (support table rule "cpu_fallback") r
 too, on device tensors, so it is executed, tracked and warned about exactly as in eager; the code
 between such ops is compiled piece by piece.
 """
+import operator
 from dataclasses import dataclass, field
 
 import torch
@@ -38,6 +39,12 @@ def eager_reason(node: torch.fx.Node) -> str | None:
     if rule == CPU_FALLBACK:
         return f"{target._schema.name} runs as a CPU fallback on Neuron"
     return None
+
+
+def with_unpacking(eager: set) -> set:
+    """The eager nodes plus the getitem nodes that unpack their tuple results (those run eagerly too,
+    so no compiled piece receives a tuple)."""
+    return eager | {user for node in eager for user in node.users if user.target is operator.getitem}
 
 
 def op_name(node: torch.fx.Node) -> str:

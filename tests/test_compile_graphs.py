@@ -1,0 +1,113 @@
+"""Which graphs the neuron backend builds: graph breaks, ops that run eagerly between compiled pieces,
+fullgraph=True errors, static shapes (dynamic=True rejected, one recompile per new shape), modes and
+options."""
+import logging
+
+import pytest
+import torch
+import torch_neuronx
+from test_compile_models import compile_cache  # noqa: F401
+
+from localneuron.compiler import inductor
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+
+@pytest.fixture(autouse=True)
+def fresh_metrics():
+    torch_neuronx.reset_dynamo_metrics()
+    yield
+
+
+def graphs():
+    return torch_neuronx.get_dynamo_metrics()
+
+
+def test_graph_break_compiles_each_piece_and_fullgraph_names_the_break():
+    def f(x):
+        y = x.sin() * 2
+        torch._dynamo.graph_break()
+        return y.cos() + 1
+
+    x = torch.randn(3, 4)
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    assert len({g.compile_id for g in graphs()}) == 2
+    torch._dynamo.reset()  # f's compiled code is cached; fullgraph=True must trace it again
+    with pytest.raises(Exception, match="graph_break"):
+        torch.compile(f, backend="neuron", fullgraph=True)(x.to("neuron"))
+
+
+def test_cpu_fallback_op_splits_the_graph_and_is_tracked():
+    def f(x):
+        return torch.linalg.inv(x * 2 + 3 * torch.eye(4, device=x.device)).relu() + 1
+
+    x = torch.randn(4, 4)
+    torch_neuronx.clear_op_tracking()
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(out.cpu(), f(x), rtol=1e-4, atol=1e-5)
+    assert "aten::linalg_inv_ex" in torch_neuronx.get_fallback_ops()
+    (forward,) = graphs()
+    assert forward.pieces == 2 and forward.eager_ops == ["aten::linalg_inv_ex"]
+
+
+def test_fullgraph_rejects_a_cpu_fallback_op_by_name():
+    def f(x):
+        return torch.linalg.inv(x + 1)
+
+    with pytest.raises(Exception, match="linalg_inv_ex.*fullgraph=True"):
+        torch.compile(f, backend="neuron", fullgraph=True)(torch.randn(4, 4, device="neuron"))
+
+
+def test_dynamic_true_is_rejected_at_compile_time():
+    with pytest.raises(Exception, match="Unbounded dynamism is disabled"):
+        torch.compile(lambda x: x * 2, backend="neuron", dynamic=True)(torch.randn(4, 3, device="neuron"))
+
+
+def test_new_input_shape_recompiles_a_static_graph_and_reports_the_shapes():
+    def f(x):
+        return (x * x).sum(1)
+
+    compiled = torch.compile(f, backend="neuron")
+    for rows in (4, 6, 4):
+        x = torch.randn(rows, 8)
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), f(x))
+    first, second = graphs()
+    assert not first.recompile
+    assert second.recompile and "[4, 8] float32 -> [6, 8] float32" in second.recompile_reason
+
+
+def test_non_default_mode_warns_and_compiles(caplog):
+    with caplog.at_level(logging.WARNING):
+        out = torch.compile(lambda x: x + 1, backend="neuron", mode="max-autotune")(torch.zeros(2, device="neuron"))
+    assert "Neuron backend does not support mode='max-autotune', falling back to default mode." in caplog.text
+    assert out.cpu().tolist() == [1.0, 1.0]
+
+
+def test_model_name_option_names_the_graphs():
+    torch.compile(lambda x: x - 1, backend="neuron", options={"model_name": "tiny"})(torch.zeros(2, device="neuron"))
+    (graph,) = graphs()
+    assert graph.model_name == "tiny" and graph.graph.startswith("tiny_") and graph.graph.endswith("_inference")
+
+
+def _failing_compiler(*args, **kwargs):
+    raise RuntimeError("simulated code generator failure")
+
+
+def test_compile_failure_raises_by_default(monkeypatch):
+    monkeypatch.setattr(inductor, "compile_graph", _failing_compiler)
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")
+    with pytest.raises(Exception, match="simulated code generator failure"):
+        torch.compile(lambda x: x * 3, backend="neuron")(torch.ones(2, device="neuron"))
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(monkeypatch, how):
+    monkeypatch.setattr(inductor, "compile_graph", _failing_compiler)
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_NEFF_CACHE", "1")
+    options = {"fallback_execution": True} if how == "option" else None
+    if how == "environment":
+        monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")
+    with pytest.warns(UserWarning, match="Falling back to original GraphModule execution"):
+        out = torch.compile(lambda x: x * 4, backend="neuron", options=options)(torch.ones(2, device="neuron"))
+    assert out.device.type == "neuron" and out.cpu().tolist() == [4.0, 4.0]
