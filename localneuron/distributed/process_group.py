@@ -160,13 +160,6 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             raise RuntimeError(f"{self._where()}: _end_coalescing without _start_coalescing")
         return NeuronWork("coalesced", works, [], (), self._where(), timed=False) if works else None
 
-    # -- lifetime --
-    def shutdown(self) -> None:
-        self._gloo.shutdown()
-
-    def abort(self) -> None:
-        self._gloo.abort()
-
     # -- helpers --
     def _lower_in_place(self, tensors, opts):
         """PREMUL_SUM → each rank scales its tensors in place, then SUM (the tensors are outputs anyway)."""

@@ -1,0 +1,21 @@
+"""The distributed section of the portability report, from the counters the process groups keep."""
+import json
+
+from localneuron.distributed import report, stats
+
+
+def test_collect_and_render_count_calls_bytes_and_time():
+    stats.reset()
+    stats.record_issue("all_reduce", 4 << 20)
+    stats.record_issue("all_reduce", 4 << 20)
+    stats.record_time("all_reduce", 0.25)
+    stats.record_issue("barrier", 0)
+    data = report.collect()
+    json.dumps(data)  # JSON-able, for the per-rank files
+    assert data["collectives"]["all_reduce"] == {"calls": 2, "bytes": 8 << 20, "seconds": 0.25}
+    assert data["total"] == {"calls": 3, "bytes": 8 << 20, "seconds": 0.25}
+    lines = report.render(data)
+    assert lines[0].startswith("Collectives (neuron process groups, gloo transport): 3 calls, 8.0 MiB")
+    assert any(line.split()[:3] == ["all_reduce", "2", "calls"] for line in lines[1:])
+    stats.reset()
+    assert report.render(report.collect()) == ["Collectives: none issued on a neuron process group."]
