@@ -110,6 +110,18 @@ CASES = {
         lambda a: nisa.affine_select(dst=sb((128, 8), nl.int32), pattern=[[1, 8]], offset=0, channel_multiplier=0,
                                      on_true_tile=sb((128, 8), nl.int32), on_false_value=0.0),
         ("dst dtype int32", "8/16-bit integer")),
+    "tensor_scalar mixing bitvec and arithmetic": (
+        lambda a: nisa.tensor_scalar(dst=sb((128, 8), nl.int32), data=sb((128, 8), nl.int32), op0=nl.bitwise_and,
+                                     operand0=3, op1=nl.add, operand1=1.0),
+        ("op0=nl.bitwise_and and op1=nl.add must both be bitvec or both arithmetic",)),
+    "scalar_tensor_tensor comparison operator": (
+        lambda a: nisa.scalar_tensor_tensor(dst=sb((128, 8)), data=sb((128, 8)), op0=nl.greater, operand0=0.0,
+                                            op1=nl.multiply, operand1=sb((128, 8))),
+        ("op0=nl.greater must be an arithmetic operator",)),
+    "tensor_scalar_reduce reduce_op": (
+        lambda a: nisa.tensor_scalar_reduce(dst=sb((128, 8)), data=sb((128, 8)), op0=nl.add, operand0=1.0,
+                                            reduce_op=nl.divide, reduce_res=sb((128, 1))),
+        ("reduce_op=nl.divide is not supported",)),
     "exponential before gen4": (
         lambda a: nisa.exponential(dst=sb((128, 8)), src=sb((128, 8))), ("needs gen4", "gen3")),
     "dma element count": (

@@ -175,3 +175,28 @@ def test_dma_between_dtypes_converts_and_lnc2_shares_outputs():
         return out
     got = nki.simulate(halves)[2](B)
     np.testing.assert_array_equal(got, torch.from_numpy(B).bfloat16().float().numpy())
+
+
+def test_scalar_tensor_tensor_and_tensor_scalar_reduce():
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    y = rng.standard_normal((128, 64)).astype(np.float32)
+
+    @nki.jit
+    def fused(a, b):
+        fused_out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        scaled_out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        row_max = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        ta, tb = nl.load(a), nl.load(b)
+        r = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=r, data=ta, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=tb)
+        nl.store(fused_out, r)
+        s = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        m = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=s, data=ta, op0=nl.multiply, operand0=3.0, reduce_op=nl.maximum, reduce_res=m)
+        nl.store(scaled_out, s)
+        nl.store(row_max, m)
+        return fused_out, scaled_out, row_max
+    fused_out, scaled_out, row_max = nki.simulate(fused)(x, y)
+    np.testing.assert_allclose(fused_out, (x - 1.0) * y, rtol=1e-6)
+    np.testing.assert_allclose(scaled_out, 3 * x, rtol=1e-6)
+    np.testing.assert_allclose(row_max, (3 * x).max(axis=1, keepdims=True), rtol=1e-6)

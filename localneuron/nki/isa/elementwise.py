@@ -85,6 +85,9 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     for param, operator in (("op0", first), ("op1", second)):
         if operator is not None:
             _engine_supports(instr, param, operator, unit, run)
+    if second is not None:
+        require((first.kind == "bitvec") == (second.kind == "bitvec"),
+                f"{instr}: op0={first!r} and op1={second!r} must both be bitvec or both arithmetic operators")
     if unit == "scalar":
         require((first, second) in SCALAR_ENGINE_FORMS,
                 f"{instr}: the Scalar engine supports only multiply+add, multiply or add, got op0={first!r}, op1={second!r}")
