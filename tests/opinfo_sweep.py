@@ -23,6 +23,7 @@ as "fail (crash ...)" / "fail (timeout ...)", a fresh worker continues with the 
 the end the op is re-run alone in a fresh process to tell "also alone" from "in sequence only".
 
 Usage: python tests/opinfo_sweep.py [--ops a,b] [--json out.json] [--workers N] [--samples N]
+                                   [--failures-only] [--reference-inputs]
 """
 import argparse
 import json
@@ -41,6 +42,7 @@ SAMPLES_PER_DTYPE = 3
 # One op (all its dtypes and samples) on a shared 2-core machine; the slowest op takes ~1 s.
 OP_TIMEOUT_S = float(os.environ.get("OPINFO_SWEEP_OP_TIMEOUT", "60"))
 FAULTS_VAR = "OPINFO_SWEEP_FAULTS"
+REFERENCE_INPUTS_VAR = "OPINFO_SWEEP_REFERENCE_INPUTS"  # 1: op.reference_inputs (more, larger samples)
 WORKER_START_TIMEOUT_S = 120.0  # importing torch + op_db
 
 # OpInfos not swept at all. They are not in the denominator, and they are printed with the table.
@@ -260,7 +262,8 @@ def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
             continue
         torch.manual_seed(0)
         try:
-            samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), n_samples))
+            inputs = op.reference_inputs if os.environ.get(REFERENCE_INPUTS_VAR) == "1" else op.sample_inputs
+            samples = list(itertools.islice(inputs("cpu", dtype, requires_grad=False), n_samples))
         except Exception as e:  # noqa: BLE001
             record["dtypes"][dtype_name] = {"status": "cpu-unsupported", "error": "sample_inputs: " + _first_line(e)}
             continue
@@ -271,7 +274,8 @@ def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
             move_error = None
             try:
                 dev_input = _to_neuron(sample.input)
-                dev_args = tuple(a.clone() if i in keep else _to_neuron(a) for i, a in enumerate(sample.args))
+                dev_args = tuple((a.clone() if isinstance(a, torch.Tensor) else a) if i in keep else _to_neuron(a)
+                             for i, a in enumerate(sample.args))
                 dev_kwargs = _to_neuron(dict(sample.kwargs))
             except Exception as e:  # noqa: BLE001  (e.g. a sparse tensor refused by the device)
                 move_error = e
@@ -562,7 +566,11 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=SAMPLES_PER_DTYPE)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--failures-only", action="store_true", help="print only failing ops in the table")
+    p.add_argument("--reference-inputs", action="store_true",
+                   help="draw samples from op.reference_inputs (a wider, exploratory set) instead of sample_inputs")
     a = p.parse_args(argv)
+    if a.reference_inputs:
+        os.environ[REFERENCE_INPUTS_VAR] = "1"  # the workers inherit it
     if a.worker:
         return worker_main(a.samples)
     names = [n.strip() for n in a.ops.split(",") if n.strip()] if a.ops else None
