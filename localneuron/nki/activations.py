@@ -3,15 +3,22 @@
 The Scalar engine evaluates them in fp32 (the hardware uses piece-wise polynomials; exact
 numpy functions stand in for them here).
 """
+import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+
+class ActivationRangeWarning(UserWarning):
+    """An activation got inputs outside the range its hardware approximation is valid for."""
 
 
 @dataclass(frozen=True, eq=False)
 class ActivationFunction:
     name: str
     fn: object
+    valid_range: tuple = None   # (low, high) of |x| or x where the ScalarE approximation holds
 
     def __call__(self, x, dtype=None):
         from .language.elementwise import unary
@@ -21,8 +28,20 @@ class ActivationFunction:
         return f"nl.{self.name}"
 
     def apply(self, x):
+        x = np.asarray(x, dtype=np.float32)
+        if self.valid_range is not None:
+            self._check_range(x)
         with np.errstate(all="ignore"):
-            return self.fn(np.asarray(x, dtype=np.float32)).astype(np.float32)
+            return self.fn(x).astype(np.float32)
+
+    def _check_range(self, x):
+        low, high, magnitude = self.valid_range
+        values = np.abs(x) if magnitude else x
+        finite = values[np.isfinite(values)]
+        if finite.size and (finite.min() < low or finite.max() > high):
+            where = "|x|" if magnitude else "x"
+            warnings.warn(f"nl.{self.name}: inputs outside the documented valid range {low:g} <= {where} <= "
+                          f"{high:g}; the hardware result is undefined there", ActivationRangeWarning, stacklevel=4)
 
 
 def _erf(x):
@@ -87,4 +106,14 @@ _FUNCTIONS = {
     "abs": np.abs,
 }
 
-BY_NAME = {name: ActivationFunction(name, fn) for name, fn in _FUNCTIONS.items()}
+# Documented valid input ranges of the ScalarE approximations: (low, high, applies to |x|).
+VALID_RANGES = {
+    "log": (2.0 ** -64, 2.0 ** 64, False),
+    "sin": (-math.pi, math.pi, False),
+    "arctan": (-math.pi / 2, math.pi / 2, False),
+    "sqrt": (2.0 ** -116, 2.0 ** 118, False),
+    "rsqrt": (2.0 ** -87, 2.0 ** 97, False),
+    "reciprocal": (2.0 ** -42, 2.0 ** 42, True),
+}
+
+BY_NAME = {name: ActivationFunction(name, fn, VALID_RANGES.get(name)) for name, fn in _FUNCTIONS.items()}
