@@ -7,6 +7,7 @@ TORCH_NEURONX_RETAIN_DEVICE_MODE=1 sends them back to the inputs' device.
 """
 import torch
 from torch._guards import detect_fake_mode
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.node import map_aggregate
 
 from localneuron.compiler import errors
@@ -49,8 +50,10 @@ def on_device(gm: torch.fx.GraphModule, example_inputs, settings: CompileSetting
         return gm, example_inputs, _unchanged
     if not settings.cpu_autocopy:
         raise errors.cpu_input(cpu_inputs[0])
-    with detect_fake_mode(example_inputs):
-        moved = [x.detach().to(NEURON).requires_grad_(x.requires_grad) if _is_cpu_tensor(x) else x
+    # Dynamo hands the backend real tensors for some inputs (parameters); the device copies are FakeTensors.
+    fake_mode = detect_fake_mode(example_inputs)
+    with fake_mode:
+        moved = [_fake(fake_mode, x).detach().to(NEURON).requires_grad_(x.requires_grad) if _is_cpu_tensor(x) else x
                  for x in example_inputs]
     _to_device_constants(gm)
     back_to_cpu = settings.retain_device
@@ -65,6 +68,10 @@ def on_device(gm: torch.fx.GraphModule, example_inputs, settings: CompileSetting
         return run
 
     return gm, moved, wrap
+
+
+def _fake(fake_mode, x: torch.Tensor) -> torch.Tensor:
+    return x if isinstance(x, FakeTensor) else fake_mode.from_tensor(x)
 
 
 def _unchanged(compiled):
