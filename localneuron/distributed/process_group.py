@@ -27,6 +27,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._is_world = is_world
         self._name = ""
         self._desc = ""
+        self._where = ""  # how errors name this group; fixed once c10d has named it
+        self._rank, self._size = rank, size
         self._coalesced: list[NeuronWork] | None = None  # works issued inside _start/_end_coalescing
 
     # -- identity: c10d keeps group name/desc on backends; a Python group without any keeps its own --
@@ -35,18 +37,20 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def setGroupName(self, name: str) -> None:
         self._name = name
+        self._name_for_errors()
 
     def getGroupName(self) -> str:
         return self._name
 
     def setGroupDesc(self, desc: str) -> None:
         self._desc = desc
+        self._name_for_errors()
 
     def getGroupDesc(self) -> str:
         return self._desc
 
-    def _where(self) -> str:
-        return f"neuron process group '{self._desc or self._name}' (rank {self.rank()} of {self.size()})"
+    def _name_for_errors(self) -> None:
+        self._where = f"neuron process group '{self._desc or self._name}' (rank {self._rank} of {self._size})"
 
     # -- reductions --
     def allreduce(self, tensors, opts):
@@ -66,8 +70,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         if self._coalesced is not None:
             raise NotImplementedError("reduce_scatter_coalesced is not supported by the neuron backend: coalesce "
                                       "reduce_scatter_tensor calls instead.")
-        reduce_ops.check(opts.reduceOp, outputs)
-        factor = reduce_ops.premul_factor(opts.reduceOp)
+        factor = reduce_ops.premul_factor(opts.reduceOp, outputs)
         if factor is not None:
             input_lists, opts = [reduce_ops.scaled(ins, factor) for ins in input_lists], reduce_ops.as_sum(opts)
         return self._issue("reduce_scatter", outputs, input_lists,
@@ -133,7 +136,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def barrier(self, opts):
         if not self._is_world:
-            raise NotImplementedError(f"Barrier is implemented only for default group, called barrier on {self._where()}")
+            raise NotImplementedError(f"Barrier is implemented only for default group, called barrier on {self._where}")
         return self._issue("barrier", [], [], lambda: self._gloo.barrier(opts))
 
     # Names torch 2.13 still calls on some paths, for the same operations.
@@ -151,20 +154,19 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     # -- coalescing (`_coalescing_manager(device=...)`): one handle for every call made in between --
     def _start_coalescing(self, device) -> None:
         if self._coalesced is not None:
-            raise RuntimeError(f"{self._where()}: coalescing already started")
+            raise RuntimeError(f"{self._where}: coalescing already started")
         self._coalesced = []
 
     def _end_coalescing(self, device):
         works, self._coalesced = self._coalesced, None
         if works is None:
-            raise RuntimeError(f"{self._where()}: _end_coalescing without _start_coalescing")
-        return NeuronWork("coalesced", works, [], (), self._where(), timed=False) if works else None
+            raise RuntimeError(f"{self._where}: _end_coalescing without _start_coalescing")
+        return NeuronWork("coalesced", works, [], (), self._where, timed=False) if works else None
 
     # -- helpers --
     def _lower_in_place(self, tensors, opts):
         """PREMUL_SUM → each rank scales its tensors in place, then SUM (the tensors are outputs anyway)."""
-        reduce_ops.check(opts.reduceOp, tensors)
-        factor = reduce_ops.premul_factor(opts.reduceOp)
+        factor = reduce_ops.premul_factor(opts.reduceOp, tensors)
         if factor is None:
             return opts
         for t in tensors:
@@ -173,18 +175,18 @@ class ProcessGroupNeuron(dist.ProcessGroup):
 
     def _lower_copied(self, inputs, opts):
         """PREMUL_SUM on read-only inputs: SUM of scaled copies."""
-        reduce_ops.check(opts.reduceOp, inputs)
-        factor = reduce_ops.premul_factor(opts.reduceOp)
+        factor = reduce_ops.premul_factor(opts.reduceOp, inputs)
         if factor is None:
             return inputs, opts
         return reduce_ops.scaled(inputs, factor), reduce_ops.as_sum(opts)
 
     def _issue(self, kind: str, outputs, inputs, start) -> NeuronWork:
-        _check_one_device_type(kind, outputs, inputs)
-        stats.record_issue(kind, max(_nbytes(outputs), _nbytes(inputs)))
+        flat_outputs, flat_inputs = _flat(outputs), _flat(inputs)
+        _check_one_device_type(kind, flat_outputs + flat_inputs)
+        stats.record_issue(kind, max(_nbytes(flat_outputs), _nbytes(flat_inputs)))
         works = start()
-        work = NeuronWork(kind, works if isinstance(works, list) else [works], _flat(outputs), (outputs, inputs),
-                          self._where())
+        work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
+                          self._where)
         if self._coalesced is not None:
             self._coalesced.append(work)
         return work
@@ -198,16 +200,18 @@ def _host(x):
 
 
 def _flat(x) -> list[torch.Tensor]:
-    return [x] if isinstance(x, torch.Tensor) else [t for y in x for t in _flat(y)]
+    if isinstance(x, torch.Tensor):
+        return [x]
+    return [t for y in x for t in ([y] if isinstance(y, torch.Tensor) else _flat(y))]
 
 
-def _nbytes(x) -> int:
-    return sum(t.numel() * t.element_size() for t in _flat(x))
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.nbytes for t in tensors)
 
 
-def _check_one_device_type(kind: str, outputs, inputs) -> None:
+def _check_one_device_type(kind: str, tensors: list[torch.Tensor]) -> None:
     """Trainium's collectives move device memory only; mixing host and device tensors in one call would
     work on Gloo here and fail there, so it fails here too."""
-    types = {t.device.type for t in _flat(outputs) + _flat(inputs)}
+    types = {t.device.type for t in tensors}
     if len(types) > 1:
         raise ValueError(f"{kind}: all tensors of one collective must be on the same device type, got {sorted(types)}")

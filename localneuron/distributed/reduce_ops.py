@@ -11,17 +11,17 @@ import torch.distributed as dist
 RedOpType = dist.ReduceOp.RedOpType
 
 
-def check(op, tensors) -> None:
-    if _op_type(op) == RedOpType.AVG:
+def premul_factor(op, tensors):
+    """The factor of a PREMUL_SUM op (a number or a tensor), None for any other op; refuses AVG of integers."""
+    kind = op.op if isinstance(op, dist.ReduceOp) else op
+    if kind == RedOpType.PREMUL_SUM:
+        return op.factor
+    if kind == RedOpType.AVG:
         for t in tensors:
             if not (t.is_floating_point() or t.is_complex()):
                 raise ValueError(f"ReduceOp.AVG needs floating-point tensors, got {t.dtype}; "
                                  "reduce with SUM and divide instead.")
-
-
-def premul_factor(op):
-    """The factor of a PREMUL_SUM op (a number or a tensor), or None for any other op."""
-    return op.factor if _op_type(op) == RedOpType.PREMUL_SUM else None
+    return None
 
 
 def as_sum(opts):
@@ -37,7 +37,3 @@ def as_sum(opts):
 
 def scaled(tensors: list[torch.Tensor], factor) -> list[torch.Tensor]:
     return [t * factor for t in tensors]
-
-
-def _op_type(op):
-    return op.op if isinstance(op, dist.ReduceOp) else op

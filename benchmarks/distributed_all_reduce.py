@@ -1,0 +1,62 @@
+"""all_reduce bus bandwidth of the `neuron` backend against Gloo on CPU tensors of the same size (issue 4:
+at least 0.9x from 1 MiB to 256 MiB), 2 ranks on loopback.
+
+    python benchmarks/distributed_all_reduce.py [--sizes-mib 1 16 256] [--iters 5]
+
+Both groups live in the same processes and their calls alternate, so load from other work on a shared
+machine hits both alike. Each size reports the best and the median of the iterations: on a loaded
+machine the best is the steadier measure of what each path costs. Bus bandwidth follows nccl-tests:
+bytes * 2(n-1)/n / time.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+from distributed_launch import under_torchrun
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes-mib", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args()
+
+    dist.init_process_group("neuron")
+    gloo = dist.new_group(backend="gloo")
+    world = dist.get_world_size()
+    factor = 2 * (world - 1) / world
+    rows = []
+    for mib in args.sizes_mib:
+        numel = (mib << 20) // 4
+        host, device = torch.ones(numel), torch.ones(numel, device="neuron")
+        dist.all_reduce(host, group=gloo)  # connect and warm up both paths
+        dist.all_reduce(device)
+        times = {"gloo": [], "neuron": []}
+        for _ in range(args.iters):
+            dist.barrier()
+            times["gloo"].append(timed(lambda: dist.all_reduce(host, group=gloo)))
+            dist.barrier()
+            times["neuron"].append(timed(lambda: dist.all_reduce(device)))
+        rows.append((mib, *(factor * (mib << 20) / summary(times[k]) / 1e9
+                             for summary in (min, statistics.median) for k in ("gloo", "neuron"))))
+    if dist.get_rank() == 0:
+        print(f"all_reduce, {world} ranks, bus bandwidth in GB/s over {args.iters} iterations")
+        print(f"{'size':>9} | {'best: gloo cpu':>14} {'neuron':>7} {'ratio':>6} | {'median: gloo cpu':>16} "
+              f"{'neuron':>7} {'ratio':>6}")
+        for mib, best_g, best_n, med_g, med_n in rows:
+            print(f"{mib:>5} MiB | {best_g:>14.3f} {best_n:>7.3f} {best_n / best_g:>6.2f} | {med_g:>16.3f} "
+                  f"{med_n:>7.3f} {med_n / med_g:>6.2f}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__" and under_torchrun(__file__):
+    main()
