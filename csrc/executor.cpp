@@ -8,6 +8,7 @@
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -65,7 +67,7 @@ struct Callbacks {
 };
 Callbacks* g_callbacks = nullptr;  // process lifetime; never destroyed after interpreter shutdown
 
-std::unique_ptr<torch::Library> g_fallback_library, g_composite_library;
+std::unique_ptr<torch::Library> g_fallback_library, g_composite_library, g_fast_library;
 // Set while a Python route re-issues its op with prepared arguments: run them on the device.
 thread_local bool t_device_route_only = false;
 
@@ -80,33 +82,34 @@ inline uint64_t tensor_signature(uint64_t h, const at::Tensor& t) {
   return mix(h, impl->is_contiguous() ? 1 : 2);
 }
 
+uint64_t value_signature(uint64_t h, const c10::IValue& v) {
+  if (v.isTensor()) return tensor_signature(h, v.toTensor());
+  if (v.isInt()) return mix(h, static_cast<uint64_t>(v.toInt()) * 3 + 1);
+  if (v.isBool()) return mix(h, v.toBool() ? 11 : 13);
+  if (v.isTensorList()) {
+    for (const c10::IValue& e : v.toListRef()) h = tensor_signature(h, e.toTensor());
+    return h;
+  }
+  if (v.isIntList()) {
+    for (int64_t x : v.toIntList()) h = mix(h, static_cast<uint64_t>(x));
+    return h;
+  }
+  if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      h = e.isTensor() ? tensor_signature(h, e.toTensor()) : mix(h, static_cast<uint64_t>(e.tagKind().size()));
+    }
+    return h;
+  }
+  if (v.isDevice()) return mix(h, static_cast<uint64_t>(v.toDevice().type()) * 131 + 7);
+  return mix(h, static_cast<uint64_t>(v.tagKind().size()) + 17);
+}
+
 // The signature an executable is compiled for: op, tensor dtypes/shapes/layout and the values of the
 // non-tensor arguments that shape the program (ints, bools, dtypes...). Floating-point scalars are
 // runtime operands, so only their presence counts.
 uint64_t signature(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
   uint64_t h = reinterpret_cast<uint64_t>(&op.schema());
-  for (size_t i = begin; i < stack.size(); i++) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      h = tensor_signature(h, v.toTensor());
-    } else if (v.isInt()) {
-      h = mix(h, static_cast<uint64_t>(v.toInt()) * 3 + 1);
-    } else if (v.isBool()) {
-      h = mix(h, v.toBool() ? 11 : 13);
-    } else if (v.isTensorList()) {
-      for (const c10::IValue& e : v.toListRef()) h = tensor_signature(h, e.toTensor());
-    } else if (v.isIntList()) {
-      for (int64_t x : v.toIntList()) h = mix(h, static_cast<uint64_t>(x));
-    } else if (v.isList()) {
-      for (const c10::IValue& e : v.toListRef()) {
-        h = e.isTensor() ? tensor_signature(h, e.toTensor()) : mix(h, static_cast<uint64_t>(e.tagKind().size()));
-      }
-    } else if (v.isDevice()) {
-      h = mix(h, static_cast<uint64_t>(v.toDevice().type()) * 131 + 7);
-    } else {
-      h = mix(h, static_cast<uint64_t>(v.tagKind().size()) + 17);
-    }
-  }
+  for (size_t i = begin; i < stack.size(); i++) h = value_signature(h, stack[i]);
   return h;
 }
 
@@ -137,6 +140,10 @@ py::object to_python(const c10::IValue& value, const c10::TypePtr& declared) {
       default:
         break;
     }
+  }
+  if (value.isTensor()) {
+    // toPyObject would turn a wrapped number (a Python scalar inside a composite op) back into an int.
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(value.toTensor()));
   }
   return torch::jit::toPyObject(value);
 }
@@ -348,6 +355,80 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   }
 }
 
+// Unboxed entry points for the hottest element-wise ops. They share the executables, counters and
+// policy of the boxed path; a cache hit on the device route just skips boxing the arguments.
+struct FastOp {
+  const char* name;
+  const char* overload;
+  std::optional<c10::OperatorHandle> handle;
+};
+FastOp g_fast_alpha_ops[] = {{"aten::add", "Tensor", {}}, {"aten::sub", "Tensor", {}}};
+FastOp g_fast_plain_ops[] = {{"aten::mul", "Tensor", {}}, {"aten::div", "Tensor", {}}};
+
+using AlphaSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&);
+using PlainSignature = at::Tensor(const at::Tensor&, const at::Tensor&);
+
+Executable* cached_device_executable(const c10::OperatorHandle& op, const at::Tensor& a, const at::Tensor& b,
+                                     const c10::IValue* alpha) {
+  if (!a.is_privateuseone() || !b.is_privateuseone() || a.device() != b.device()) return nullptr;
+  uint64_t h = reinterpret_cast<uint64_t>(&op.schema());
+  h = tensor_signature(tensor_signature(h, a), b);
+  if (alpha != nullptr) h = value_signature(h, *alpha);
+  Executable* exe = t_cache.find(h);
+  return exe != nullptr && exe->route == Route::Device ? exe : nullptr;
+}
+
+template <typename Run>
+at::Tensor run_fast(Executable& exe, const at::Tensor& a, const at::Tensor& b, Run&& host_op) {
+  g_hits.fetch_add(1, std::memory_order_relaxed);
+  exe.calls.fetch_add(1, std::memory_order_relaxed);
+  const c10::DeviceIndex device = a.device().index();
+  const at::Tensor ha = cpu_alias(a), hb = cpu_alias(b);
+  const CurrentDeviceScope scope(device);
+  at::Tensor r = host_op(ha, hb);
+  const c10::StorageImpl* rs = r.storage().unsafeGetStorageImpl();
+  if (rs == ha.storage().unsafeGetStorageImpl()) return view_like(a, r);
+  if (rs == hb.storage().unsafeGetStorageImpl()) return view_like(b, r);
+  return adopt(r, device);
+}
+
+at::Tensor run_boxed(const c10::OperatorHandle& op, torch::jit::Stack stack) {
+  execute(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  return stack.back().toTensor();
+}
+
+template <int K>
+at::Tensor fast_alpha_kernel(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  const c10::OperatorHandle& op = *g_fast_alpha_ops[K].handle;
+  const c10::IValue boxed_alpha(alpha);
+  if (Executable* exe = cached_device_executable(op, a, b, &boxed_alpha)) {
+    return run_fast(*exe, a, b, [&](const at::Tensor& x, const at::Tensor& y) {
+      return op.typed<AlphaSignature>().redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x, y, alpha);
+    });
+  }
+  return run_boxed(op, {a, b, boxed_alpha});
+}
+
+template <int K>
+at::Tensor fast_plain_kernel(const at::Tensor& a, const at::Tensor& b) {
+  const c10::OperatorHandle& op = *g_fast_plain_ops[K].handle;
+  if (Executable* exe = cached_device_executable(op, a, b, nullptr)) {
+    return run_fast(*exe, a, b, [&](const at::Tensor& x, const at::Tensor& y) {
+      return op.typed<PlainSignature>().redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x, y);
+    });
+  }
+  return run_boxed(op, {a, b});
+}
+
+void install_fast_kernels(torch::Library& library) {
+  for (FastOp& f : g_fast_alpha_ops) f.handle = c10::Dispatcher::singleton().findSchemaOrThrow(f.name, f.overload);
+  for (FastOp& f : g_fast_plain_ops) f.handle = c10::Dispatcher::singleton().findSchemaOrThrow(f.name, f.overload);
+  library.impl("add.Tensor", TORCH_FN(fast_alpha_kernel<0>));
+  library.impl("sub.Tensor", TORCH_FN(fast_alpha_kernel<1>));
+  library.impl("mul.Tensor", TORCH_FN(fast_plain_kernel<0>));
+  library.impl("div.Tensor", TORCH_FN(fast_plain_kernel<1>));
+}
+
 }  // namespace
 
 void set_executor_callbacks(py::object on_miss, py::object run_python, py::object on_device_failure) {
@@ -368,6 +449,9 @@ void install_executor() {
   g_fallback_library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
                                                         __FILE__, __LINE__);
   g_fallback_library->fallback(torch::CppFunction::makeFromBoxedFunction<&execute>());
+  g_fast_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                                    __FILE__, __LINE__);
+  install_fast_kernels(*g_fast_library);
 }
 
 void route_whole(const std::string& op_name) {

@@ -9,6 +9,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_cpu_dispatch.h>
@@ -33,12 +34,22 @@ void check_memory_format(const char* op, std::optional<c10::MemoryFormat> format
               "). Keep tensors in torch.contiguous_format on the neuron device.");
 }
 
+// Neuron tensors have no channels_last layout. Structured kernels ask for one when an input merely has
+// channels-last strides; they get the contiguous layout. Explicit requests are refused where the user
+// makes them (_to_copy here, clone/contiguous in the op policy).
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout>, std::optional<c10::Device> device,
-                               std::optional<bool>, std::optional<c10::MemoryFormat> format) {
-  check_memory_format("empty", format);
+                               std::optional<bool>, std::optional<c10::MemoryFormat>) {
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype), format);
+  return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype),
+                                   c10::MemoryFormat::Contiguous);
+}
+
+at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> format) {
+  check_memory_format("_to_copy", format);
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -150,6 +161,7 @@ void count_transfer(bool from_device, bool to_device, int64_t bytes) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_to_copy", to_copy);
   m.impl("as_strided", as_strided);
   m.impl("resize_", resize_);
   m.impl("_reshape_alias", reshape_alias);

@@ -65,7 +65,7 @@ def test_zero_dim_cpu_tensors_are_scalars_and_other_cpu_tensors_are_rejected():
         torch.where(n > 0, n, torch.ones(3))
     with pytest.raises(RuntimeError, match=r"Non-scalar tensor arg0 is on cpu device, expected neuron"):
         torch.cat([n, torch.ones(3)])
-    with pytest.raises(RuntimeError, match="neuron:0 and cpu"):  # PyTorch's own check runs first for add
+    with pytest.raises(RuntimeError, match=r"Non-scalar tensor arg1 is on cpu device, expected neuron"):
         n + torch.ones(3)
     with pytest.raises(RuntimeError, match="expected neuron"):
         n.set_(torch.ones(3))

@@ -36,5 +36,10 @@ def test_channels_last():
     with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"):
         x.contiguous(memory_format=torch.channels_last)
     with pytest.raises(RuntimeError, match="only support contiguous or preserve memory format"):
-        torch.empty(2, 3, 4, 4, device="neuron", memory_format=torch.channels_last)
+        x.to(memory_format=torch.channels_last)
+    with pytest.raises(RuntimeError, match="only support contiguous or preserve memory format"):
+        torch.randn(2, 3, 4, 4).to("neuron", memory_format=torch.channels_last)
+    # a tensor whose strides merely look channels-last is an ordinary strided tensor
+    y = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    torch.testing.assert_close(torch.cat([y, y]).cpu(), torch.cat([y.cpu(), y.cpu()]))
     usable()

@@ -1,9 +1,10 @@
 """Composite ops the device runs whole instead of through PyTorch's decomposition.
 
-PyTorch decomposes these for an out-of-tree device (CompositeExplicitAutograd), while TorchNeuron
-implements them as single ops; running them whole keeps the op accounting faithful and uses the
-host's fused kernels. Factory and copy ops are left to their decompositions: their results may
-belong to the host.
+Two kinds: every structured op (PyTorch would allocate its output on the device and then run the
+out= variant; running it whole is one executable instead of two dispatches, and avoids out=
+resizes), and the explicit table below of CompositeExplicitAutograd ops that TorchNeuron implements
+as single ops. Factory and copy ops are left to their decompositions: their results may belong to
+the host.
 """
 import torch
 
@@ -15,7 +16,9 @@ WHOLE_OPS = {
     "aten::convolution": "would end in convolution_overrideable",
     "aten::convolution_backward": "would end in convolution_backward_overrideable",
     "aten::native_layer_norm": "decomposes into batch_norm on a reshaped input",
+    "aten::native_group_norm": "decomposes into five ops, each rounding to bf16",
     "aten::embedding": "decomposes into index_select",
+    "aten::mse_loss": "its out= decomposition resizes a 0-dim output, which PyTorch warns about",
     "aten::stack": "TorchNeuron lowers it as one op",
     "aten::repeat": "TorchNeuron lowers it as one op",
     "aten::constant_pad_nd": "TorchNeuron lowers it as one op",
@@ -43,7 +46,13 @@ WHOLE_OPS = {
 }
 
 
+STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
+
+
 def route_whole_ops() -> None:
+    for qualified in torch._C._dispatch_get_registrations_for_dispatch_key(STRUCTURED_KEY):
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"):
+            _C.route_whole(qualified.split("::")[1])
     for name in WHOLE_OPS:
         packet = getattr(torch.ops.aten, name.split("::")[1])
         for overload in packet.overloads():
