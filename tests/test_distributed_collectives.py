@@ -119,6 +119,28 @@ def functional(device: str) -> dict:
     return _to_cpu(out)
 
 
+def transfers(device: str) -> dict:
+    """Host<->device bytes copied while collectives and a DDP step run on device tensors."""
+    from localneuron import _C
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    world = dist.get_world_size()
+    x, out = torch.ones(1 << 16, device=device), torch.empty(world << 16, device=device)
+    model = DDP(torch.nn.Linear(256, 256).to(device))
+    inputs = torch.ones(8, 256, device=device)
+    model(inputs).sum().backward()  # DDP's first step rebuilds its buckets; measure the next ones
+    _C.reset_transfer_counters()
+    dist.all_reduce(x)
+    dist.all_gather_into_tensor(out, x)
+    dist.reduce_scatter_tensor(x, out)
+    dist.broadcast(x, 0)
+    collectives = _C.transfer_counters()
+    _C.reset_transfer_counters()
+    for _ in range(2):
+        model(inputs).sum().backward()
+    return {"collectives": collectives, "ddp": _C.transfer_counters()}
+
+
 def _to_cpu(x):
     if isinstance(x, torch.Tensor):
         return x.cpu()
@@ -153,6 +175,14 @@ def test_functional_collectives_eager_and_compiled():
         assert _same(got["eager"], want["eager"]), f"rank {rank}: eager functional collectives differ from gloo"
         assert _same(got["compiled"], want["eager"]), f"rank {rank}: compiled functional collectives differ"
         assert got["devices"] == {"neuron"}
+
+
+def test_collectives_and_ddp_move_device_memory_without_copies():
+    for result in run(__file__, "transfers", 2, backends=(("neuron", "neuron"),)):
+        collectives, ddp = result["neuron"]["collectives"], result["neuron"]["ddp"]
+        assert collectives["host_to_device_bytes"] == 0 and collectives["device_to_host_bytes"] == 0, collectives
+        # DDP moves a few bytes of bookkeeping; 2 steps of 256 KiB gradients must not cross.
+        assert ddp["host_to_device_bytes"] < 1024 and ddp["device_to_host_bytes"] < 1024, ddp
 
 
 def _same(a, b) -> bool:
