@@ -1,9 +1,12 @@
 """Every collective of the `neuron` backend against the same call on CPU + Gloo (contract §10.3), on 2 real
 processes; then the coalesced and functional variants, and the contract's refusals."""
+from contextlib import nullcontext
+
 import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from torch.distributed.distributed_c10d import _coalescing_manager
 
 from distributed_launcher import run
 
@@ -98,7 +101,46 @@ def collectives(device: str) -> dict:
     coalesced = [rank_tensor(device, 3), rank_tensor(device, 2, dtype=torch.float32, offset=1)]
     dist.all_reduce_coalesced(coalesced)
     out["all_reduce_coalesced"] = coalesced
+    gathered_coalesced = [[torch.empty(2, device=device) for _ in range(2)] for _ in range(world)]
+    dist.all_gather_coalesced(gathered_coalesced, [rank_tensor(device, 2), rank_tensor(device, 2, offset=3)])
+    out["all_gather_coalesced"] = gathered_coalesced
+    coalesce_on = torch.device(device) if device == "neuron" else None  # Gloo has no startCoalescing
+    with _coalescing_manager(device=coalesce_on, async_ops=True) as cm:
+        managed = [rank_tensor(device, 4), rank_tensor(device, 3, offset=2)]
+        for t in managed:
+            dist.all_reduce(t)
+    cm.wait()
+    out["coalescing_manager/all_reduce"] = managed
+    # PREMUL_SUM (FSDP2 with a gradient divide factor) has no Gloo twin: the CPU run scales by hand.
+    scaled, rs_scaled = rank_tensor(device, 4), torch.empty(2, device=device)
+    if device == "neuron":
+        dist.all_reduce(scaled, op=dist._make_nccl_premul_sum(0.5))
+        dist.reduce_scatter_tensor(rs_scaled, rank_tensor(device, 2 * world), op=dist._make_nccl_premul_sum(0.5))
+    else:
+        dist.all_reduce(scaled.mul_(0.5))
+        dist.reduce_scatter_tensor(rs_scaled, rank_tensor(device, 2 * world) * 0.5)
+    out["premul_sum"] = (scaled, rs_scaled)
     return _to_cpu(out)
+
+
+def coalesced_tensor_ops(device: str) -> dict:
+    """all_gather_into_tensor / reduce_scatter_tensor under _coalescing_manager, which Gloo cannot coalesce:
+    compared with the same calls made one by one."""
+    world = dist.get_world_size()
+    inputs = [rank_tensor(device, 2), rank_tensor(device, 3, offset=1)]
+    big_inputs = [rank_tensor(device, 2 * world), rank_tensor(device, 3 * world, offset=1)]
+    results = {}
+    for mode in ("coalesced", "one_by_one"):
+        gathered = [torch.empty(world * x.numel(), device=device) for x in inputs]
+        scattered = [torch.empty(x.numel() // world, device=device) for x in big_inputs]
+        with _coalescing_manager(device=torch.device(device)) if mode == "coalesced" else nullcontext():
+            for out, x in zip(gathered, inputs):
+                dist.all_gather_into_tensor(out, x)
+        with _coalescing_manager(device=torch.device(device)) if mode == "coalesced" else nullcontext():
+            for out, x in zip(scattered, big_inputs):
+                dist.reduce_scatter_tensor(out, x)
+        results[mode] = _to_cpu(gathered + scattered)
+    return results
 
 
 def functional(device: str) -> dict:
@@ -162,6 +204,12 @@ def test_every_collective_matches_gloo_on_cpu(collective_results):
         assert got.keys() == want.keys()
         for name in want:
             assert _same(got[name], want[name]), f"rank {rank}: {name}: neuron {got[name]} != gloo {want[name]}"
+
+
+def test_coalesced_tensor_collectives_match_one_by_one():
+    for rank, result in enumerate(run(__file__, "coalesced_tensor_ops", 2, backends=(("neuron", "neuron"),))):
+        got = result["neuron"]
+        assert _same(got["coalesced"], got["one_by_one"]), f"rank {rank}"
 
 
 def test_async_work_future_holds_device_tensors(collective_results):

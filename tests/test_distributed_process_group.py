@@ -22,6 +22,20 @@ def test_each_rank_owns_core_local_rank():
         assert result["neuron"] == {"current": rank, "tensor_index": rank, "visible": str(rank), "backend": "neuron"}
 
 
+def init_with_device_id() -> str:
+    local_rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("neuron", device_id=torch.device("neuron", local_rank))
+    t = torch.ones(1, device="neuron")
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return str(t.device), t.item()
+
+
+def test_init_with_device_id():
+    for rank, (device, total) in enumerate(run(__file__, "init_with_device_id", 2, backends=None)):
+        assert device == f"neuron:{rank}" and total == 2.0
+
+
 def touch_then_init() -> str:
     torch.ones(1, device="neuron")
     with pytest.raises(AssertionError) as error:

@@ -18,5 +18,6 @@ from localneuron.device.streams import (  # noqa: F401
 from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from localneuron.nki import nki_op, wrap_nki  # noqa: F401
 from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: F401
+from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distributed: the c10d backend "neuron")
 from torch_neuronx import memory  # noqa: F401,E402
 from torch_neuronx import neuron  # noqa: F401,E402

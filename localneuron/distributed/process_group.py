@@ -52,6 +52,12 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def _name_for_errors(self) -> None:
         self._where = f"neuron process group '{self._desc or self._name}' (rank {self._rank} of {self._size})"
 
+    def _get_backend(self, device):
+        """c10d looks up a device's backend for `init_process_group(device_id=...)` and group splitting; the
+        transport answers for every device. Collectives must still go through this group: Gloo takes host
+        tensors only."""
+        return self._gloo
+
     # -- reductions --
     def allreduce(self, tensors, opts):
         opts = self._lower_in_place(tensors, opts)
