@@ -6,10 +6,23 @@
 #include "generator.h"
 #include "transfer_stats.h"
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 using namespace localneuron;
+
+// Waits until each device's autograd thread has let go of its last backward pass (see
+// localneuron/device/shutdown.py). The pass issued here is built from C++ kernels only (empty, view),
+// so it owns no Python object and its own release needs no interpreter.
+static void drain_autograd_device_threads() {
+  py::gil_scoped_release no_gil;
+  for (c10::DeviceIndex d = 0; d < device_count(); d++) {
+    const auto options = at::TensorOptions().device(kNeuron, d);
+    at::Tensor leaf = at::empty({1}, options).requires_grad_(true);
+    torch::autograd::backward({leaf.view({1})}, {at::empty({1}, options)});
+  }
+}
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "localneuron C++ core: allocator, device guard, hooks, aliases and the eager executor";
@@ -19,6 +32,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("current_device", [] { return static_cast<int>(current_device()); });
   m.def("set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("runtime_initialized", &runtime_initialized);
+  m.def("drain_autograd_device_threads", &drain_autograd_device_threads);
   m.def("mark_runtime_initialized", &mark_runtime_initialized);
 
   m.def("memory_counters", [](int d) {

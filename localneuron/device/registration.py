@@ -5,7 +5,7 @@ import os
 import torch
 
 from localneuron import _C
-from localneuron.device import neuron_module
+from localneuron.device import neuron_module, shutdown
 from localneuron.ops import policy
 from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.runtime.config import device_config
@@ -31,4 +31,5 @@ def register() -> None:
     _C.install_executor()
     route_whole_ops()
     os.register_at_fork(after_in_child=neuron_module._mark_forked_child)
+    shutdown.register()
     _registered = True
