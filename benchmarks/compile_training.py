@@ -60,15 +60,18 @@ def training_step(name: str, device: str, backend: str | None):
     return step
 
 
-def best_step_time(step, steps: int, repeat: int) -> float:
-    for _ in range(3):
-        step()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(steps):
+def best_step_times(steps: dict, number: int, repeat: int) -> dict:
+    """Best mean step time of each variant; variants take turns, so load changes on a shared machine hit all alike."""
+    for step in steps.values():
+        for _ in range(3):
             step()
-        best = min(best, (time.perf_counter() - start) / steps)
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(repeat):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                step()
+            best[name] = min(best[name], (time.perf_counter() - start) / number)
     return best
 
 
@@ -77,7 +80,7 @@ def compile_time_in_this_process(name: str) -> dict:
     step = training_step(name, "neuron", "neuron")
     step()
     first = time.perf_counter() - start
-    steady = best_step_time(step, 3, 3)
+    steady = best_step_times({"neuron": step}, 3, 3)["neuron"]
     from localneuron.compiler import get_dynamo_metrics
 
     graphs = get_dynamo_metrics()
@@ -111,7 +114,8 @@ def main() -> None:
     print("Training step (AdamW), best of repeats, milliseconds")
     print(f"{'model':<12} " + " ".join(f"{v:>16}" for v in VARIANTS) + f" {'neuron/inductor':>16} {'neuron/eager':>13}")
     for name in args.models:
-        times = {v: best_step_time(training_step(name, d, b), args.steps, args.repeat) for v, (d, b) in VARIANTS.items()}
+        steps = {v: training_step(name, device, backend) for v, (device, backend) in VARIANTS.items()}
+        times = best_step_times(steps, args.steps, args.repeat)
         print(f"{name:<12} " + " ".join(f"{t * 1e3:16.2f}" for t in times.values())
               + f" {times['neuron compiled'] / times['inductor cpu']:16.2f}"
               + f" {times['neuron compiled'] / times['eager cpu']:13.2f}")

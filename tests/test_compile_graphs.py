@@ -6,9 +6,9 @@ import logging
 import pytest
 import torch
 import torch_neuronx
-from test_compile_models import compile_cache  # noqa: F401
+from test_compile_models import ConvBN, compile_cache  # noqa: F401
 
-from localneuron.compiler import inductor
+from localneuron.compiler import inductor, report
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 
@@ -49,6 +49,7 @@ def test_cpu_fallback_op_splits_the_graph_and_is_tracked():
     assert "aten::linalg_inv_ex" in torch_neuronx.get_fallback_ops()
     (forward,) = graphs()
     assert forward.pieces == 2 and forward.eager_ops == ["aten::linalg_inv_ex"]
+    assert "split   1 graph(s) at aten::linalg_inv_ex" in "\n".join(report.render(report.collect()))
 
 
 def test_fullgraph_rejects_a_cpu_fallback_op_by_name():
@@ -73,8 +74,29 @@ def test_new_input_shape_recompiles_a_static_graph_and_reports_the_shapes():
         x = torch.randn(rows, 8)
         torch.testing.assert_close(compiled(x.to("neuron")).cpu(), f(x))
     first, second = graphs()
-    assert not first.recompile
-    assert second.recompile and "[4, 8] float32 -> [6, 8] float32" in second.recompile_reason
+    assert not first.recompile and first.recompiles == 0
+    assert second.recompile and second.recompiles == 1
+    assert "[4, 8] float32 -> [6, 8] float32" in second.recompile_reason
+    lines = "\n".join(report.render(report.collect()))
+    assert "Recompiles (static shapes: one graph per input shape): 1" in lines and "[6, 8]" in lines
+
+
+def test_entry_points_decorator_and_module_compile():
+    assert "neuron" in torch._dynamo.list_backends(exclude_tags=())
+
+    @torch.compile(backend="neuron")
+    def halve(x):
+        return x / 2
+
+    assert halve(torch.full((2,), 6.0, device="neuron")).cpu().tolist() == [3.0, 3.0]
+    # Module.compile compiles the module's own forward (torch.nn built-ins like Linear are skipped by Dynamo).
+    model = ConvBN().to("neuron").eval()
+    x = torch.randn(2, 3, 6, 6, device="neuron")
+    with torch.no_grad():
+        expected = model(x).cpu()
+        model.compile(backend="neuron")
+        torch.testing.assert_close(model(x).cpu(), expected)
+    assert graphs()[-1].frame.startswith("forward (")
 
 
 def test_non_default_mode_warns_and_compiles(caplog):

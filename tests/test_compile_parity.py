@@ -76,3 +76,21 @@ def test_compiled_outputs_are_neuron_tensors_and_inference_mutates_buffers_in_pl
     assert out.device.type == "neuron"
     torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(model.bn.running_mean.cpu(), ref.bn.running_mean)
+
+
+def test_views_of_inputs_and_in_place_input_mutations():
+    def f(x, buf):
+        buf.add_(x.sum(0))   # mutates a graph input (the optimizer/buffer pattern)
+        x[0].mul_(2)         # mutates a view of an input
+        return x.t(), buf * 1  # returns a view of an input
+
+    x, buf = torch.randn(3, 4), torch.zeros(4)
+    dx, dbuf = x.to("neuron"), buf.to("neuron")
+    view, copy = torch.compile(f, backend="neuron")(dx, dbuf)
+    ref_view, ref_copy = f(x, buf)
+    torch.testing.assert_close(dx.cpu(), x)
+    torch.testing.assert_close(dbuf.cpu(), buf)
+    torch.testing.assert_close(view.cpu(), ref_view)
+    torch.testing.assert_close(copy.cpu(), ref_copy)
+    view.mul_(0)  # the returned view still aliases the device input
+    assert dx.abs().sum().item() == 0

@@ -59,9 +59,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     _reject_dynamic(example_inputs)
     frame, fullgraph = _current_frame()
     compile_id = CompileContext.current_compile_id()
+    recompiles, reason = metrics.record_frame(compile_id.frame_id, frame, str(compile_id), example_inputs)
     graph = DynamoGraph(settings=settings, name=f"{settings.model_name}_{_graph_count}", frame=frame,
-                        compile_id=str(compile_id), fullgraph=fullgraph,
-                        recompile_reason=metrics.record_frame(compile_id.frame_id, frame, str(compile_id), example_inputs))
+                        compile_id=str(compile_id), fullgraph=fullgraph, recompiles=recompiles, recompile_reason=reason)
     _graph_count += 1
     gm, example_inputs, wrap = placement.on_device(gm, example_inputs, settings)
     try:

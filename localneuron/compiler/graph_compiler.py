@@ -25,6 +25,7 @@ class DynamoGraph:
     frame: str
     compile_id: str
     fullgraph: bool
+    recompiles: int
     recompile_reason: str | None
 
 
@@ -36,7 +37,8 @@ def compiler_for(graph: DynamoGraph, kind: str):
             node, reason = next(iter(eager.items()))
             raise fullgraph_eager_op(partition.op_name(node), reason)
         if eager:
-            run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, partition.with_unpacking(set(eager)))
+            eager_nodes = partition.with_unpacking(set(eager))
+            run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
         else:
             executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
             run, statuses = executable.run, [executable.cache]
@@ -47,7 +49,8 @@ def compiler_for(graph: DynamoGraph, kind: str):
             compile_time_s=time.perf_counter() - start, cache=_overall(statuses),
             cache_hits=statuses.count(HIT), cache_misses=statuses.count(MISS), pieces=len(statuses),
             eager_ops=sorted({partition.op_name(n) for n in eager}),
-            recompile=graph.recompile_reason is not None, recompile_reason=graph.recompile_reason))
+            recompile=graph.recompile_reason is not None, recompiles=graph.recompiles,
+            recompile_reason=graph.recompile_reason))
         return run
 
     return compile_graph

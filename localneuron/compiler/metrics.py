@@ -26,6 +26,7 @@ class NeuronCompilationMetrics:
     pieces: int                # compiled pieces (more than one when CPU-fallback ops split the graph)
     eager_ops: list[str]       # ops that run eagerly between the pieces
     recompile: bool
+    recompiles: int            # recompiles of the graph's frame so far, this one included
     recompile_reason: str | None
 
     def as_dict(self) -> dict:
@@ -62,20 +63,20 @@ def _describe_change(before: tuple, after: tuple) -> str:
     return "; ".join(changes) if changes else "guard failure without an input shape or dtype change"
 
 
-def record_frame(frame_id: int, name: str, compile_id: str, example_inputs) -> str | None:
-    """Registers a Dynamo compilation of a frame; returns the recompile reason when it is a recompile."""
+def record_frame(frame_id: int, name: str, compile_id: str, example_inputs) -> tuple[int, str | None]:
+    """Registers a Dynamo compilation of a frame: (recompiles of it so far, why this one recompiles or None)."""
     sig = signature(example_inputs)
     with _lock:
         record = _frames.get(frame_id)
         if record is None:
             _frames[frame_id] = FrameRecord(name=name, signature=sig)
-            return None
+            return 0, None
         reason = _describe_change(record.signature, sig)
         record.compiles += 1
         record.recompiles.append({"compile_id": compile_id, "reason": reason,
-                                  "shapes": [list(s[0]) for s in sig if len(s) > 1]})
+                                  "shapes": [list(s[0]) for s in sig if len(s) == 2]})
         record.signature = sig
-        return reason
+        return len(record.recompiles), reason
 
 
 def record_graph(m: NeuronCompilationMetrics) -> None:
