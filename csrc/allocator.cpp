@@ -108,6 +108,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   const c10::DeviceIndex index = device.index();
   if (n == 0) return c10::DataPtr(nullptr, device);
   const size_t rounded = round_size(n);
+  check_not_forked_child();
   mark_runtime_initialized();
   DeviceMemory& m = g_memory[index];
   BlockHeader* block = nullptr;

@@ -9,6 +9,7 @@ std::atomic<int> g_count{0};
 std::atomic<int64_t> g_capacity{24LL << 30};
 std::string g_target = "trn2";
 std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_bad_fork{false};
 thread_local c10::DeviceIndex t_current = 0;
 }  // namespace
 
@@ -43,6 +44,14 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index) {
 void set_current_device(c10::DeviceIndex index) { t_current = checked_index(index); }
 
 bool runtime_initialized() { return g_initialized.load(); }
+void mark_forked_child() { g_bad_fork = g_initialized.load(); }
+
+void check_not_forked_child() {
+  TORCH_CHECK(!g_bad_fork.load(std::memory_order_relaxed),
+              "Cannot re-initialize Neuron runtime in forked subprocess. To use Neuron with multiprocessing, "
+              "use the 'spawn' start method");
+}
+
 void mark_runtime_initialized() {
   if (!g_initialized.load(std::memory_order_relaxed)) g_initialized = true;
 }

@@ -22,5 +22,8 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index);
 
 bool runtime_initialized();
 void mark_runtime_initialized();
+// A child forked from a process whose runtime was initialized cannot use the device.
+void mark_forked_child();
+void check_not_forked_child();
 
 }  // namespace localneuron

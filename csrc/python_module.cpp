@@ -34,6 +34,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("runtime_initialized", &runtime_initialized);
   m.def("drain_autograd_device_threads", &drain_autograd_device_threads);
   m.def("mark_runtime_initialized", &mark_runtime_initialized);
+  m.def("mark_forked_child", &mark_forked_child);
 
   m.def("memory_counters", [](int d) {
     const MemoryCounters c = memory_counters(static_cast<c10::DeviceIndex>(d));

@@ -105,3 +105,18 @@ def test_interpreter_exit_after_a_device_backward_is_clean():
     for _ in range(8):
         r = run_python(code)
         assert r.returncode == 0 and r.stdout.strip() == "[1.0, 1.0, 1.0]", (r.returncode, r.stderr[-300:])
+
+
+def test_forked_child_of_an_initialized_parent_cannot_use_the_device():
+    code = ("import os, torch\n"
+            "torch.ones(1, device='neuron')\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    try:\n        torch.ones(1, device='neuron')\n        os._exit(0)\n"
+            "    except RuntimeError as e:\n"
+            "        print(e, flush=True)\n        os._exit(3 if torch.neuron._is_in_bad_fork() else 4)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child', os.waitstatus_to_exitcode(status))\n")
+    r = run_python(code)
+    assert "Cannot re-initialize Neuron runtime in forked subprocess. To use Neuron with multiprocessing, use the 'spawn' start method" in r.stdout
+    assert "child 3" in r.stdout, r.stdout + r.stderr

@@ -1,6 +1,8 @@
 """torch.neuron: the device module PyTorch looks up for the `neuron` device (mirrors torch.cuda)."""
 import torch
 
+from localneuron import _C
+
 from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from localneuron.device import memory
 from localneuron.device.devices import (
@@ -44,9 +46,6 @@ def query() -> bool:
     return current_stream().query()
 
 
-_in_bad_fork = False
-
-
 def _is_in_bad_fork() -> bool:
     return _in_bad_fork
 
@@ -55,9 +54,13 @@ def _sleep(cycles: int) -> None:
     """PyTorch's test helpers call this to keep a stream busy; the simulated core has nothing to wait for."""
 
 
+_in_bad_fork = False
+
+
 def _mark_forked_child() -> None:
     global _in_bad_fork
     _in_bad_fork = is_initialized()
+    _C.mark_forked_child()
 
 
 __all__ = [

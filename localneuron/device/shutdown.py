@@ -10,10 +10,12 @@ until each device thread has let go of the previous pass.
 import atexit
 
 from localneuron import _C
+from localneuron.device import neuron_module
 
 
 def drain_autograd_device_threads() -> None:
-    if _C.runtime_initialized():
+    # A forked child has no autograd threads of its own, and may not touch the device.
+    if _C.runtime_initialized() and not neuron_module._is_in_bad_fork():
         _C.drain_autograd_device_threads()
 
 
