@@ -41,6 +41,7 @@ def collect() -> dict:
         "cpu_fallback_ops": dict(counts[tracking.FALLBACK].most_common()),
         "view_ops": dict(counts[tracking.VIEW].most_common()),
         "native_ops_not_in_support_table": tracking.unlisted_native_ops(),
+        "estimated_device_seconds_by_op": tracking.estimated_device_seconds(),
         "memory": memory,
         "executable_cache": {"hits": hits, "misses": misses, "executables": executables},
         "transfers": _C.transfer_counters(),
@@ -79,6 +80,12 @@ def render(data: dict) -> str:
     if unlisted:
         lines.append(f"Assumed native but not confirmed by the support table ({len(unlisted)}): "
                      + ", ".join(unlisted[:12]) + (" ..." if len(unlisted) > 12 else ""))
+    estimates = data["estimated_device_seconds_by_op"]
+    if estimates:
+        total = sum(estimates.values())
+        top = ", ".join(f"{op} {seconds * 1e3:.2f} ms" for op, seconds in list(estimates.items())[:5])
+        lines.append(f"Estimated NeuronCore time of the eager ops (roofline estimate, not a measurement): "
+                     f"{total * 1e3:.2f} ms; most: {top}")
     for m in data["memory"]:
         share = 100.0 * m["peak_reserved_bytes"] / m["capacity_bytes"]
         lines.append(f"Peak device memory on {m['device']}: {_bytes(m['peak_allocated_bytes'])} allocated, "

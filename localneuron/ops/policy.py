@@ -12,6 +12,8 @@ from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.features import UNSUPPORTED
 from localneuron.ops.index_ops import INDEX_OPS
 from localneuron.ops.support_table import CPU_FALLBACK
+from localneuron.runtime import cost_model
+from localneuron.runtime.config import selected_target
 
 DEVICE, PYTHON = 0, 1
 
@@ -52,8 +54,11 @@ def on_miss(op, args, kwargs):
         kind, route = tracking.NATIVE_32BIT, PYTHON
     else:
         kind, route = tracking.NATIVE, DEVICE
+    cost = 0.0 if kind == tracking.VIEW else cost_model.estimate_seconds(
+        selected_target(), name, args, kwargs, on_host=kind == tracking.FALLBACK)
     executable_id = tracking.register(tracking.Executable(
-        op=name, overload=schema.overload_name, kind=kind, listed=listed, signature=_describe(args, kwargs)))
+        op=name, overload=schema.overload_name, kind=kind, listed=listed, signature=_describe(args, kwargs),
+        estimated_seconds=cost))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
     return route, executable_id

@@ -24,6 +24,7 @@ class Executable:
     kind: str
     listed: bool     # whether the support table names the op (False: assumed native)
     signature: str
+    estimated_seconds: float  # per call, on the simulated target (runtime/cost_model.py)
 
 
 _lock = threading.Lock()
@@ -54,6 +55,15 @@ def op_counts() -> dict[str, Counter]:
         e = _executables[executable_id]
         counts[e.kind][e.op] += calls
     return counts
+
+
+def estimated_device_seconds() -> dict[str, float]:
+    """op name -> estimated NeuronCore seconds over all its calls since the last clear_op_tracking()."""
+    totals: Counter = Counter()
+    for executable_id, calls in _C.executable_calls():
+        e = _executables[executable_id]
+        totals[e.op] += calls * e.estimated_seconds
+    return dict(totals.most_common())
 
 
 def unlisted_native_ops() -> list[str]:

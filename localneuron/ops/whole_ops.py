@@ -34,17 +34,13 @@ WHOLE_OPS = {
     "aten::sub_": "scalar overloads wrap the scalar and redispatch",
     "aten::mul_": "scalar overloads wrap the scalar and redispatch",
     "aten::div_": "scalar overloads wrap the scalar and redispatch",
-    "aten::_foreach_add": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_add_": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_sub": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_sub_": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_mul": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_mul_": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_div": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_div_": "optimizers: one op per parameter group instead of one per tensor",
-    "aten::_foreach_norm": "gradient clipping: one op instead of one per tensor",
 }
 
+
+# op-name prefix -> why every op with it is run whole
+WHOLE_OP_FAMILIES = {
+    "aten::_foreach_": "optimizers: one op per parameter list instead of one per tensor",
+}
 
 STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
 
@@ -53,12 +49,11 @@ def route_whole_ops() -> None:
     for qualified in torch._C._dispatch_get_registrations_for_dispatch_key(STRUCTURED_KEY):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"):
             _C.route_whole(qualified.split("::")[1])
-    for name in WHOLE_OPS:
-        packet = getattr(torch.ops.aten, name.split("::")[1])
-        for overload in packet.overloads():
-            qualified = f"{name}.{overload}" if overload != "default" else name
-            if not overload.endswith("out") and _decomposes_on_device(qualified):
-                _C.route_whole(qualified.split("::")[1])
+    for qualified in torch._C._dispatch_get_all_op_names():
+        name, _, overload = qualified.partition(".")
+        listed = name in WHOLE_OPS or name.startswith(tuple(WHOLE_OP_FAMILIES))
+        if listed and not overload.endswith("out") and _decomposes_on_device(qualified):
+            _C.route_whole(qualified.split("::")[1])
 
 
 def _decomposes_on_device(qualified: str) -> bool:
