@@ -31,6 +31,7 @@ def test_run_prints_the_portability_report_and_writes_json(tmp_path):
     assert "aten::mm" in r.stdout and "CPU FALLBACKS" in r.stdout and "aten::linalg_qr" in r.stdout
     assert "64-bit tensors computed in 32-bit" in r.stdout
     assert "Peak device memory on neuron:0" in r.stdout and "Executable cache:" in r.stdout
+    assert "Estimated NeuronCore time of the eager ops (roofline estimate, not a measurement)" in r.stdout
     data = json.loads(out.read_text())
     assert data["native_ops"]["aten::mm"] == 3
     assert data["cpu_fallback_ops"] == {"aten::linalg_qr": 1}
@@ -38,6 +39,7 @@ def test_run_prints_the_portability_report_and_writes_json(tmp_path):
     assert data["memory"][0]["peak_allocated_bytes"] >= 2 * 2**20
     assert data["memory"][0]["capacity_bytes"] == 24 * 2**30
     assert data["executable_cache"]["hits"] >= 4 and data["executable_cache"]["misses"] >= 3
+    assert data["estimated_device_seconds_by_op"]["aten::mm"] > 0
 
 
 def test_run_passes_the_script_exit_status_and_still_reports(tmp_path):
