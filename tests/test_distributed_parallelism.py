@@ -66,11 +66,17 @@ def assert_runs_match(results: list, atol: float = 1e-5, rtol: float = 1e-4) -> 
 
 # -- DDP --
 def ddp(device: str) -> dict:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = seeded(MLP).to(device)
     wrapped = DDP(model, bucket_cap_mb=0.001)  # several buckets, so several overlapped all-reduces
-    return {"losses": train(wrapped, device), "params": full_params(model)}
+    hooked_model = seeded(MLP).to(device)
+    hooked = DDP(hooked_model)
+    # A Python comm hook reads the collective's future and runs device ops in its callback.
+    hooked.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    return {"losses": train(wrapped, device) + train(hooked, device),
+            "params": {**full_params(model), **{f"hooked.{n}": p for n, p in full_params(hooked_model).items()}}}
 
 
 def test_ddp_matches_cpu_gloo():
