@@ -124,7 +124,8 @@ class NeuronWork(dist.Work):
 
 class _InFlight:
     """Device tensors of collectives that may still be running, released in issue order once their Gloo
-    works are complete. Checked whenever a collective is issued, so at most one call late."""
+    works are complete; checked whenever a collective is issued. (The Gloo works themselves hold only
+    host aliases, which do not own the bytes.)"""
 
     def __init__(self):
         self._lock = threading.Lock()
