@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch_neuronx
 
+from localneuron.compiler import report
+
 # Runs in a fresh process: compiles a forward and backward, prints the cache result of each graph.
 CHILD = textwrap.dedent("""
     import json, torch, torch_neuronx
@@ -28,19 +30,32 @@ def entries(cache_dir) -> list:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(cache_dir) for f in files if f.endswith(".entry"))
 
 
-def test_second_process_loads_every_graph_from_the_cache_without_code_generation(tmp_path):
+def start_child(tmp_path) -> subprocess.Popen:
     env = {**os.environ, "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "cache"),
            "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(tmp_path / "locks")}
+    return subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
-    def run() -> list:
-        done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout.strip().splitlines()[-1])
 
-    assert run() == [["forward", "miss", 1], ["backward", "miss", 1]]
+def child_result(child: subprocess.Popen) -> list:
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_second_process_loads_every_graph_from_the_cache_without_code_generation(tmp_path):
+    assert child_result(start_child(tmp_path)) == [["forward", "miss", 1], ["backward", "miss", 1]]
     kernels = kernel_files(tmp_path / "cache")
-    assert run() == [["forward", "hit", 0], ["backward", "hit", 0]]
+    assert child_result(start_child(tmp_path)) == [["forward", "hit", 0], ["backward", "hit", 0]]
     assert kernel_files(tmp_path / "cache") == kernels  # nothing was built the second time
+
+
+def test_processes_compiling_the_same_graphs_at_once_build_each_only_once(tmp_path):
+    children = [start_child(tmp_path), start_child(tmp_path)]
+    results = [child_result(child) for child in children]
+    statuses = sorted(status for result in results for _, status, _ in result)
+    assert statuses == ["hit", "hit", "miss", "miss"]  # the lock holder builds, the other one loads
+    assert len(entries(tmp_path / "cache")) == 2
 
 
 @pytest.fixture
@@ -74,6 +89,7 @@ def test_corrupt_entry_is_reported_and_rebuilt_never_loaded(private_cache, damag
         out = compile_and_run(double_plus_one, x)
     torch.testing.assert_close(out, x * 2 + 1)
     assert [g.cache for g in torch_neuronx.get_dynamo_metrics()] == ["miss", "miss"]
+    assert report.collect()["corrupt_cache_entries"] == 1
     compile_and_run(double_plus_one, x)  # the rebuilt entry loads
     assert torch_neuronx.get_dynamo_metrics()[-1].cache == "hit"
 

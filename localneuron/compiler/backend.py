@@ -5,7 +5,6 @@ backward ATen graphs over neuron FakeTensors; graph_compiler.py turns each into 
 on the device's memory. Device placement must stay on neuron tensors up to that point, so autograd
 builds its graph on device tensors (aliasing at the Dynamo level would build it on host aliases).
 """
-import logging
 import warnings
 
 import torch
@@ -16,8 +15,6 @@ from torch._inductor.decomposition import select_decomp_table
 from localneuron.compiler import errors, metrics, placement
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
 from localneuron.compiler.settings import resolve
-
-log = logging.getLogger("localneuron.compiler")
 
 # Static shapes, as on TorchNeuron: a new input shape must recompile a static graph. Dynamo decides
 # whether to make a changed dimension dynamic ("automatic dynamic shapes") before any backend sees

@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 
+from localneuron.compiler import metrics
 from localneuron.compiler.settings import CacheSettings, log
 from localneuron.ops import tracking
 
@@ -42,7 +43,6 @@ def decode(data: bytes) -> bytes:
 class CompileCache:
     def __init__(self, settings: CacheSettings):
         self.settings = settings
-        self.corrupt_entries = 0
 
     def path(self, key: str) -> str:
         return os.path.join(self.settings.directory, "graphs", key[:2], key + ".entry")
@@ -60,7 +60,7 @@ class CompileCache:
             return None
 
     def discard(self, path: str, reason: str) -> None:
-        self.corrupt_entries += 1
+        metrics.record_corrupt_cache_entry(path)
         tracking.warn_once(f"corrupt-cache:{path}", f"Compile cache entry {path} is corrupt ({reason}); it is "
                            "removed and the graph is compiled again.")
         with contextlib.suppress(FileNotFoundError):

@@ -13,7 +13,7 @@ from torch._guards import TracingContext
 
 from localneuron.compiler import metrics, partition
 from localneuron.compiler.errors import fullgraph_eager_op
-from localneuron.compiler.host_compile import HIT, MISS, compile_host
+from localneuron.compiler.host_compile import DISABLED, HIT, MISS, compile_host
 from localneuron.compiler.settings import CompileSettings
 
 
@@ -57,10 +57,8 @@ def compiler_for(graph: DynamoGraph, kind: str):
 
 
 def _overall(statuses: list[str]) -> str:
-    for status in ("miss", "disabled", "hit"):
-        if status in statuses:
-            return status
-    return "hit"
+    """The graph's cache result: any piece generated means code was generated ("none": nothing compiled)."""
+    return next((status for status in (MISS, DISABLED, HIT) if status in statuses), "none")
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.runtime.config import selected_target
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # bump whenever the payload inductor.dump() writes changes
 HIT, MISS, DISABLED = "hit", "miss", "disabled"
 
 _caches: dict = {}
@@ -36,10 +36,6 @@ def _cache_for(settings: CompileSettings) -> CompileCache | None:
     if cache is None:
         cache = _caches[settings.cache] = CompileCache(settings.cache)
     return cache
-
-
-def corrupt_entries() -> int:
-    return sum(c.corrupt_entries for c in _caches.values())
 
 
 def _constants_digest(gm: torch.fx.GraphModule) -> str:
@@ -89,14 +85,25 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
 
 
 def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: bool):
-    blob = cache.load(key)
-    if blob is not None:
-        return inductor.load(blob, host_inputs, is_backward), blob, HIT
+    loaded = _load(cache, key, host_inputs, is_backward)
+    if loaded is not None:
+        return loaded
     with cache.lock(key):
-        blob = cache.load(key)  # another process may have built it while we waited for the lock
-        if blob is not None:
-            return inductor.load(blob, host_inputs, is_backward), blob, HIT
+        loaded = _load(cache, key, host_inputs, is_backward)  # another process may have built it meanwhile
+        if loaded is not None:
+            return loaded
         compiled = inductor.compile_graph(gm, host_inputs, is_backward)
         blob = inductor.dump(compiled)
         cache.store(key, blob)
         return compiled, blob, MISS
+
+
+def _load(cache: CompileCache, key: str, host_inputs, is_backward: bool):
+    blob = cache.load(key)
+    if blob is None:
+        return None
+    try:
+        return inductor.load(blob, host_inputs, is_backward), blob, HIT
+    except Exception as error:  # an intact entry that still cannot be loaded is as unusable as a corrupt one
+        cache.discard(cache.path(key), f"cannot be loaded: {type(error).__name__}: {error}")
+        return None

@@ -45,6 +45,7 @@ _lock = threading.Lock()
 _graphs: list[NeuronCompilationMetrics] = []
 _frames: dict[int, FrameRecord] = {}  # Dynamo frame id -> record
 _failures: list[dict] = []
+_corrupt_cache_entries: list[str] = []
 
 
 def signature(example_inputs) -> tuple:
@@ -89,6 +90,16 @@ def record_failure(frame: str, error: BaseException, fell_back: bool) -> None:
         _failures.append({"frame": frame, "error": f"{type(error).__name__}: {error}", "ran_eagerly": fell_back})
 
 
+def record_corrupt_cache_entry(path: str) -> None:
+    with _lock:
+        _corrupt_cache_entries.append(path)
+
+
+def corrupt_cache_entries() -> list[str]:
+    with _lock:
+        return list(_corrupt_cache_entries)
+
+
 def graphs() -> list[NeuronCompilationMetrics]:
     with _lock:
         return list(_graphs)
@@ -116,3 +127,4 @@ def reset_dynamo_metrics() -> None:
         _graphs.clear()
         _frames.clear()
         _failures.clear()
+        _corrupt_cache_entries.clear()
