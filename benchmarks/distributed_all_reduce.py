@@ -52,7 +52,8 @@ def main() -> None:
                              for summary in (min, statistics.median) for k in ("gloo", "neuron"))))
     if dist.get_rank() == 0:
         print(f"all_reduce, {world} ranks, bus bandwidth in GB/s")
-        print(f"{'size':>9} {'iters':>6} | {'best: gloo cpu':>14} {'neuron':>7} {'ratio':>6} | {'median: gloo cpu':>16} "
+        print(f"{'size':>9} {'iters':>6} | {'best: gloo cpu':>14} {'neuron':>7} {'ratio':>6} | "
+              f"{'median: gloo cpu':>16} "
               f"{'neuron':>7} {'ratio':>6}")
         for mib, iters, best_g, best_n, med_g, med_n in rows:
             print(f"{mib:>5} MiB {iters:>6} | {best_g:>14.3f} {best_n:>7.3f} {best_n / best_g:>6.2f} | {med_g:>16.3f} "

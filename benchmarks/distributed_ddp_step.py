@@ -4,7 +4,8 @@
     python benchmarks/distributed_ddp_step.py [--width 1024] [--layers 4] [--batch 64] [--steps 20]
 
 Both models live in the same processes and their steps alternate (taking turns at going first), so
-load from other work on a shared machine hits both alike. Reports the best and the median step time of each, and their ratios.
+load from other work on a shared machine hits both alike. Reports the best and the median step time
+of each, and their ratios.
 """
 import argparse
 import statistics
