@@ -53,8 +53,7 @@ def main() -> None:
     if dist.get_rank() == 0:
         print(f"all_reduce, {world} ranks, bus bandwidth in GB/s")
         print(f"{'size':>9} {'iters':>6} | {'best: gloo cpu':>14} {'neuron':>7} {'ratio':>6} | "
-              f"{'median: gloo cpu':>16} "
-              f"{'neuron':>7} {'ratio':>6}")
+              f"{'median: gloo cpu':>16} {'neuron':>7} {'ratio':>6}")
         for mib, iters, best_g, best_n, med_g, med_n in rows:
             print(f"{mib:>5} MiB {iters:>6} | {best_g:>14.3f} {best_n:>7.3f} {best_n / best_g:>6.2f} | {med_g:>16.3f} "
                   f"{med_n:>7.3f} {med_n / med_g:>6.2f}")
