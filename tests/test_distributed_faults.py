@@ -12,7 +12,7 @@ from distributed_launcher import run
 GROUP_TIMEOUT = timedelta(seconds=5)
 
 
-def peer_fails(how: str) -> dict | None:
+def peer_fails(how: str, collective: str = "all_reduce") -> dict | None:
     dist.init_process_group("neuron", timeout=GROUP_TIMEOUT)
     t = torch.ones(1 << 16, device="neuron")
     dist.all_reduce(t)  # the group works
@@ -23,7 +23,10 @@ def peer_fails(how: str) -> dict | None:
         store.wait(["survivor_done"], timedelta(seconds=60))  # alive, but no collective: it stopped answering
         return None
     try:
-        dist.all_reduce(t)
+        if collective == "recv":  # point-to-point waits are not Gloo collectives: same guarantee
+            dist.recv(t, src=1)
+        else:
+            dist.all_reduce(t)
         return {"error": None}
     except Exception as error:  # noqa: BLE001 - the test checks the type and the text
         return {"error": (type(error).__name__, str(error))}
@@ -44,3 +47,9 @@ def test_survivor_errors_within_the_timeout_when_a_rank_stops_answering():
     kind, text = survivor["error"]
     assert kind == "DistBackendError"
     assert "all_reduce failed" in text and "Timed out" in text
+
+
+def test_recv_errors_within_the_timeout_when_the_sender_stops_answering():
+    survivor, _ = run(__file__, "peer_fails", 2, backends=None, kwargs={"how": "silent", "collective": "recv"})
+    kind, text = survivor["error"]
+    assert kind == "DistBackendError" and "recv failed" in text
