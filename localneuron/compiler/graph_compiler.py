@@ -32,10 +32,10 @@ class DynamoGraph:
 def compiler_for(graph: DynamoGraph, kind: str):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         start = time.perf_counter()
-        eager = {n: r for n in gm.graph.nodes if (r := partition.eager_reason(n)) is not None}
-        if eager and graph.fullgraph:
-            node, reason = next(iter(eager.items()))
-            raise fullgraph_eager_op(partition.op_name(node), reason)
+        eager = {n: e for n in gm.graph.nodes if (e := partition.eager_op(n)) is not None}
+        fallbacks = [e for e in eager.values() if e.fallback]
+        if fallbacks and graph.fullgraph:
+            raise fullgraph_eager_op(fallbacks[0].op, fallbacks[0].why)
         if eager:
             eager_nodes = partition.with_unpacking(set(eager))
             run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
@@ -48,7 +48,7 @@ def compiler_for(graph: DynamoGraph, kind: str):
             node_count=sum(n.op == "call_function" for n in gm.graph.nodes),
             compile_time_s=time.perf_counter() - start, cache=_overall(statuses),
             cache_hits=statuses.count(HIT), cache_misses=statuses.count(MISS), pieces=len(statuses),
-            eager_ops=sorted({partition.op_name(n) for n in eager}),
+            eager_ops=sorted({e.op for e in eager.values()}),
             recompile=graph.recompile_reason is not None, recompiles=graph.recompiles,
             recompile_reason=graph.recompile_reason))
         return run

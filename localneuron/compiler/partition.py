@@ -28,16 +28,24 @@ def _dtypes(node: torch.fx.Node) -> set[str]:
     return dtypes
 
 
-def eager_reason(node: torch.fx.Node) -> str | None:
-    """Why `node` must run eagerly, or None when it can be compiled."""
+@dataclass(frozen=True)
+class EagerOp:
+    op: str          # "aten::linalg_inv_ex"
+    why: str
+    fallback: bool   # a CPU fallback (a graph break under fullgraph=True) rather than a device kernel
+
+
+def eager_op(node: torch.fx.Node) -> EagerOp | None:
+    """How `node` runs eagerly, or None when it can be compiled."""
     target = node.target
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return None
+    name = target._schema.name
     if target.namespace in EAGER_NAMESPACES:
-        return EAGER_NAMESPACES[target.namespace]
-    rule, _ = support.rule_for(target._schema.name, _dtypes(node))
+        return EagerOp(name, EAGER_NAMESPACES[target.namespace], fallback=False)
+    rule, _ = support.rule_for(name, _dtypes(node))
     if rule == CPU_FALLBACK:
-        return f"{target._schema.name} runs as a CPU fallback on Neuron"
+        return EagerOp(name, f"{name} runs as a CPU fallback on Neuron", fallback=True)
     return None
 
 
@@ -45,10 +53,6 @@ def with_unpacking(eager: set) -> set:
     """The eager nodes plus the getitem nodes that unpack their tuple results (those run eagerly too,
     so no compiled piece receives a tuple)."""
     return eager | {user for node in eager for user in node.users if user.target is operator.getitem}
-
-
-def op_name(node: torch.fx.Node) -> str:
-    return node.target._schema.name
 
 
 @dataclass

@@ -52,7 +52,7 @@ def render(data: dict) -> list[str]:
     for reason, count in breaks.items():
         lines.append(f"    {count:>4} x {reason}")
     for op, count in data["eager_op_splits"].items():
-        lines.append(f"    split {count:>3} graph(s) at {op} (CPU fallback, runs eagerly between compiled pieces)")
+        lines.append(f"    split {count:>3} graph(s) at {op} (runs eagerly between compiled pieces)")
     recompiles = data["recompiles"]
     lines.append(f"Recompiles (static shapes: one graph per input shape): {len(recompiles)}" if recompiles
                  else "Recompiles: none")
