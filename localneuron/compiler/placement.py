@@ -13,8 +13,6 @@ from torch.fx.node import map_aggregate
 from localneuron.compiler import errors
 from localneuron.compiler.settings import CompileSettings
 
-NEURON = torch.device("neuron", 0)
-
 
 def _is_cpu_tensor(x) -> bool:
     """A CPU tensor input to copy; 0-dim CPU tensors are scalars that device ops accept as they are (and
@@ -30,9 +28,9 @@ def _input_devices(example_inputs):
     return devices
 
 
-def _to_device_constants(gm: torch.fx.GraphModule) -> None:
+def _to_device_constants(gm: torch.fx.GraphModule, device: torch.device) -> None:
     def move(value):
-        return NEURON if isinstance(value, torch.device) and value.type == "cpu" else value
+        return device if isinstance(value, torch.device) and value.type == "cpu" else value
 
     for node in gm.graph.nodes:
         node.args = map_aggregate(node.args, move)
@@ -50,17 +48,18 @@ def on_device(gm: torch.fx.GraphModule, example_inputs, settings: CompileSetting
         return gm, example_inputs, _unchanged
     if not settings.cpu_autocopy:
         raise errors.cpu_input(cpu_inputs[0])
+    device = torch.device("neuron", torch.neuron.current_device())
     # Dynamo hands the backend real tensors for some inputs (parameters); the device copies are FakeTensors.
     fake_mode = detect_fake_mode(example_inputs)
     with fake_mode:
-        moved = [_fake(fake_mode, x).detach().to(NEURON).requires_grad_(x.requires_grad) if _is_cpu_tensor(x) else x
+        moved = [_fake(fake_mode, x).detach().to(device).requires_grad_(x.requires_grad) if _is_cpu_tensor(x) else x
                  for x in example_inputs]
-    _to_device_constants(gm)
+    _to_device_constants(gm, device)
     back_to_cpu = settings.retain_device
 
     def wrap(compiled):
         def run(*args):
-            outputs = compiled(*[a.to(NEURON) if _is_cpu_tensor(a) else a for a in args])
+            outputs = compiled(*[a.to(device) if _is_cpu_tensor(a) else a for a in args])
             if back_to_cpu:
                 outputs = type(outputs)(o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs)
             return outputs
