@@ -92,3 +92,27 @@ def test_failing_native_op_raises_documented_error_with_fallback_only_for_unimpl
     assert "Details: index out of range in self" in r.stdout
     r = run_python(code)  # default: the host retries, and the user's own error comes back unchanged
     assert r.stdout.strip() == "IndexError index out of range in self", r.stdout + r.stderr
+
+
+def test_support_table_rules_apply_per_dtype(tracking, quiet, monkeypatch):
+    from localneuron.ops import support_table
+
+    # a dtype exception: the op is native, except for bfloat16 inputs, which go to the host
+    monkeypatch.setitem(support_table.OP_SUPPORT, "aten::atan", support_table.NATIVE)
+    monkeypatch.setitem(support_table.DTYPE_EXCEPTIONS, "aten::atan", ("bfloat16",))
+    x = torch.linspace(-2, 2, 7)
+    torch.testing.assert_close(x.neuron().atan().cpu(), x.atan())
+    assert "aten::atan" in tracking.get_executed_ops() and tracking.get_fallback_ops() == []
+    torch.testing.assert_close(x.bfloat16().neuron().atan().cpu(), x.bfloat16().atan())
+    assert tracking.get_fallback_ops() == ["aten::atan"]
+
+
+def test_unlisted_ops_run_natively_and_are_reported_as_unconfirmed(tracking, quiet, monkeypatch):
+    from localneuron.ops import support_table
+
+    monkeypatch.delitem(support_table.OP_SUPPORT, "aten::sinh", raising=False)
+    torch.linspace(0, 1, 5).neuron().sinh()
+    assert "aten::sinh" in tracking.get_executed_ops()
+    from localneuron.ops.tracking import unlisted_native_ops
+
+    assert "aten::sinh" in unlisted_native_ops()
