@@ -42,13 +42,19 @@ def test_cpu_fallback_op_splits_the_graph_and_is_tracked():
     def f(x):
         return torch.linalg.inv(x * 2 + 3 * torch.eye(4, device=x.device)).relu() + 1
 
-    x = torch.randn(4, 4)
+    x = torch.randn(4, 4, requires_grad=True)
+    dx = x.detach().to("neuron").requires_grad_()
     torch_neuronx.clear_op_tracking()
-    out = torch.compile(f, backend="neuron")(x.to("neuron"))
-    torch.testing.assert_close(out.cpu(), f(x), rtol=1e-4, atol=1e-5)
+    out = torch.compile(f, backend="neuron")(dx)
+    expected = f(x)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
     assert "aten::linalg_inv_ex" in torch_neuronx.get_fallback_ops()
-    (forward,) = graphs()
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(dx.grad.cpu(), x.grad, rtol=1e-4, atol=1e-5)
+    forward, backward = graphs()
     assert forward.pieces == 2 and forward.eager_ops == ["aten::linalg_inv_ex"]
+    assert backward.kind == "backward"
     assert "split   1 graph(s) at aten::linalg_inv_ex" in "\n".join(report.render(report.collect()))
 
 

@@ -63,15 +63,15 @@ def _overall(statuses: list[str]) -> str:
 
 @contextlib.contextmanager
 def _pieces_report_no_strides():
-    """Each piece would report its output strides to AOTAutograd as if it were the whole graph; the
-    pieces keep their FX output strides (Inductor's keep_output_stride), so the graph's own strides
-    are reported once instead."""
+    """Each piece would report its output strides to AOTAutograd as if it were the whole graph. The
+    report stays empty instead ("no information"): the pieces keep the FX graph's output strides
+    (Inductor's keep_output_stride), which is what AOTAutograd assumes without a report."""
     context = TracingContext.try_get()
     reported = context.output_strides if context is not None else None
     if reported is not None:
         context.output_strides = None
     try:
-        yield reported
+        yield
     finally:
         if reported is not None:
             context.output_strides = reported
@@ -82,7 +82,7 @@ def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
     steps, statuses = [], []
-    with _pieces_report_no_strides() as reported:
+    with _pieces_report_no_strides():
         for piece in pieces:
             if piece.eager:
                 steps.append((piece, None))
@@ -91,9 +91,6 @@ def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set
             executable = compile_host(module, [n.meta["val"] for n in piece.inputs], is_backward, settings)
             steps.append((piece, executable.run))
             statuses.append(executable.cache)
-        if reported is not None:
-            reported.extend(tuple(o.meta["val"].stride()) if isinstance(o, torch.fx.Node)
-                            and isinstance(o.meta.get("val"), torch.Tensor) else None for o in outputs)
 
     def run(args: list) -> list:
         values = dict(zip(placeholders, args))
