@@ -83,6 +83,20 @@ def test_ddp_matches_cpu_gloo():
     assert_runs_match(run(__file__, "ddp", 2))
 
 
+def compiled_ddp(device: str) -> dict:
+    """DDP under torch.compile(backend="neuron"); the CPU run stays eager, as the reference."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = seeded(MLP).to(device)
+    wrapped = DDP(model)
+    compiled = torch.compile(wrapped, backend="neuron") if device == "neuron" else wrapped
+    return {"losses": train(compiled, device), "params": full_params(model)}
+
+
+def test_compiled_ddp_matches_eager_cpu_gloo():
+    assert_runs_match(run(__file__, "compiled_ddp", 2), atol=1e-4, rtol=1e-4)
+
+
 # -- FSDP2, and a distributed checkpoint of it --
 def fsdp2(device: str, checkpoint_dir: str) -> dict:
     import torch.distributed.checkpoint as dcp

@@ -17,9 +17,11 @@ from torch._C._distributed_c10d import ProcessGroupGloo
 
 from localneuron import _C
 from localneuron.distributed import reduce_ops, stats
+from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
 
 
+@eager_methods("_get_backend", "_allgather_base", "_reduce_scatter_base", "_start_coalescing", "_end_coalescing")
 class ProcessGroupNeuron(dist.ProcessGroup):
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta, is_world: bool):
         super().__init__(rank, size)

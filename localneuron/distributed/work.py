@@ -23,8 +23,10 @@ import torch
 import torch.distributed as dist
 
 from localneuron.distributed import stats
+from localneuron.distributed.eager import eager_methods
 
 
+@eager_methods()
 class NeuronWork(dist.Work):
     def __init__(self, kind: str, works: list, outputs: list, keep_alive: tuple, where: str,
                  timed: bool = True):
