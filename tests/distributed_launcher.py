@@ -23,10 +23,20 @@ PARITY = (("neuron", "neuron"), ("cpu", "gloo"))
 GROUP_TIMEOUT = timedelta(seconds=60)  # well under the launch timeout: a stuck collective errors out first
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports (the sockets stay open until all are chosen)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def rank_env(rank: int, world_size: int, port: int, local_rank: int | None = None,
@@ -45,10 +55,12 @@ def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: d
     None for a rank in `may_die` that did not finish (fault tests kill ranks on purpose)."""
     import torch
 
-    port = free_port()
+    # One rendezvous port per process group the job creates: reusing one would race the next group's
+    # clients against the teardown of the previous group's store.
+    port, *run_ports = free_ports(1 + len(backends or ()))
     with tempfile.TemporaryDirectory(prefix="neuron-dist-") as out:
         spec = json.dumps({"file": str(Path(test_file).resolve()), "job": job, "kwargs": kwargs or {},
-                           "backends": backends, "out": out})
+                           "backends": backends, "ports": run_ports, "out": out})
         procs = []
         for rank in range(world_size):
             rank_vars = {**os.environ, **rank_env(rank, world_size, port), **(env or {})}
@@ -95,7 +107,8 @@ def _worker(spec: dict) -> None:
         result = job(**spec["kwargs"])
     else:
         result = {}
-        for device, backend in spec["backends"]:
+        for (device, backend), port in zip(spec["backends"], spec["ports"]):
+            os.environ["MASTER_PORT"] = str(port)
             dist.init_process_group(backend, timeout=GROUP_TIMEOUT)
             try:
                 result[device] = job(device, **spec["kwargs"])

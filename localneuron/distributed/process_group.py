@@ -52,7 +52,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return self._desc
 
     def _name_for_errors(self) -> None:
-        self._where = f"neuron process group '{self._desc or self._name}' (rank {self._rank} of {self._size})"
+        label = self._desc if self._desc not in ("", "undefined") else self._name  # c10d's default desc
+        self._where = f"neuron process group '{label}' (rank {self._rank} of {self._size})"
 
     def _get_backend(self, device):
         """c10d looks up a device's backend for `init_process_group(device_id=...)` and group splitting; the
