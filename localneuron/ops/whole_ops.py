@@ -15,6 +15,8 @@ WHOLE_OPS = {
     "aten::_convolution": "would end in convolution_overrideable, a hook every device must implement",
     "aten::convolution": "would end in convolution_overrideable",
     "aten::convolution_backward": "would end in convolution_backward_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "the device hook for fused SDPA; its default raises",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward": "the device hook's backward; its default raises",
     "aten::native_layer_norm": "decomposes into batch_norm on a reshaped input",
     "aten::native_group_norm": "decomposes into five ops, each rounding to bf16",
     "aten::embedding": "decomposes into index_select",
