@@ -147,15 +147,15 @@ def functional(device: str) -> dict:
     group = dist.group.WORLD
     x = rank_tensor(device, 4)
 
-    def collectives(x):
+    def issue_all(x):
         return (funcol.all_reduce(x, "sum", group), funcol.all_gather_tensor(x, 0, group),
                 funcol.reduce_scatter_tensor(x, "sum", 0, group), funcol.all_to_all_single(x, None, None, group),
                 funcol.broadcast(x, 0, group), funcol.all_reduce(x * 2, "avg", group))
 
-    eager = [y.wait() if hasattr(y, "wait") else y for y in collectives(x)]
+    eager = [y.wait() if hasattr(y, "wait") else y for y in issue_all(x)]
     out = {"eager": eager}
     if device == "neuron":
-        compiled = torch.compile(collectives, backend="neuron")(x)
+        compiled = torch.compile(issue_all, backend="neuron")(x)
         out["compiled"] = list(compiled)
         out["devices"] = {y.device.type for y in compiled}
     return _to_cpu(out)

@@ -159,7 +159,6 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def recv_anysource(self, *args, **kwargs):
         raise NotImplementedError("recv from any source is not supported by the neuron backend; pass src.")
 
-
     # -- coalescing (`_coalescing_manager(device=...)`): one handle for every call made in between --
     def _start_coalescing(self, device) -> None:
         if self._coalesced is not None:
