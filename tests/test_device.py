@@ -120,3 +120,8 @@ def test_forked_child_of_an_initialized_parent_cannot_use_the_device():
     r = run_python(code)
     assert "Cannot re-initialize Neuron runtime in forked subprocess. To use Neuron with multiprocessing, use the 'spawn' start method" in r.stdout
     assert "child 3" in r.stdout, r.stdout + r.stderr
+
+
+def test_ranks_per_node_size_the_simulated_instance():
+    r = run_python("import torch; print(torch.neuron.device_count())", env={"LOCAL_WORLD_SIZE": "8"})
+    assert r.stdout.strip() == "8", r.stderr  # two trn2 chips, 4 logical cores each

@@ -50,7 +50,9 @@ def parse_visible_cores(spec: str, available: int) -> tuple[int, ...]:
 
 def device_config() -> DeviceConfig:
     target = selected_target()
-    chips = int(os.environ.get("LOCALNEURON_CHIPS", "1"))
+    # Under torchrun the instance has at least as many cores as ranks per node.
+    ranks_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    chips = int(os.environ.get("LOCALNEURON_CHIPS", str(max(1, -(-ranks_per_node // target.logical_cores)))))
     if chips < 1:
         raise ConfigurationError(f"LOCALNEURON_CHIPS={chips} must be at least 1.")
     available = target.logical_cores * chips
