@@ -6,6 +6,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 namespace localneuron {
@@ -26,14 +27,24 @@ int64_t choose_backend(const at::Tensor& query, const at::Tensor& key, const at:
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
+// The op's meta kernel promises these layouts (compiled graphs assert them): outputs laid out like the
+// query (or the input they are the gradient of), logsumexp contiguous.
+at::Tensor laid_out_like(const at::Tensor& reference, const at::Tensor& value) {
+  if (value.sizes() != reference.sizes() || value.strides() == reference.strides()) return value;
+  at::Tensor result = at::empty_like(reference, value.options());
+  result.copy_(value);
+  return result;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool,
                 std::optional<double> scale) {
   auto [out, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal,
                                                                            attn_bias, scale);
-  const auto none = [&] { return at::empty({0}, query.options()); };
-  return {out, logsumexp, none(), none(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)), none(), none(), none()};
+  const auto seed = [&] { return at::empty({}, query.options().dtype(at::kLong)); };
+  return {laid_out_like(query, out), logsumexp.contiguous(), at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+          c10::SymInt(key.size(2)), seed(), seed(), at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
@@ -44,7 +55,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   const std::optional<at::Tensor> mask = attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
   auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, mask, scale);
-  return {gq, gk, gv, at::Tensor()};  // the mask never requires grad here (choose_backend)
+  // the mask never requires grad here (choose_backend)
+  return {laid_out_like(query, gq), laid_out_like(key, gk), laid_out_like(value, gv), at::Tensor()};
 }
 
 }  // namespace
