@@ -318,6 +318,24 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size
   }
 }
 
+void wrap_to_int32(const at::Tensor& t) {
+  if (t.defined() && t.scalar_type() == at::kLong) {
+    at::Tensor host = cpu_alias(t);
+    host.copy_(host.to(at::kInt));
+  }
+}
+
+void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); i++) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      wrap_to_int32(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) wrap_to_int32(e.toTensor());
+    }
+  }
+}
+
 void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t begin = stack->size() - nargs;
@@ -348,6 +366,7 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
   try {
     run_on_device(op, stack, begin, *exe);
+    if (exe->route == Route::DeviceWrapInt64) wrap_int64_results(op, stack);
   } catch (const c10::Error& e) {
     stack->resize(begin);
     stack->insert(stack->end(), original.begin(), original.end());

@@ -11,7 +11,9 @@
 
 namespace localneuron {
 
-enum class Route : int { Device = 0, Python = 1 };
+// Device: host kernel on aliases. Python: a Python routine (CPU fallback, float64 policy).
+// DeviceWrapInt64: as Device, then int64 results wrap around like the int32 values Neuron computes.
+enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
 
 // on_miss(op, args, kwargs) -> (route, executable_id)
 // run_python(executable_id, op, args, kwargs) -> result

@@ -50,6 +50,10 @@ def map_tensors(fn, tree):
     return tree_map(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, tree)
 
 
+def uses_float64(args, kwargs) -> bool:
+    return uses_64bit(args, kwargs, ignore_int64=True)
+
+
 def uses_64bit(args, kwargs, ignore_int64: bool = False) -> bool:
     wide = (torch.float64,) if ignore_int64 else SIXTY_FOUR_BIT
     flat, _ = tree_flatten((args, kwargs))

@@ -15,7 +15,7 @@ from localneuron.ops.support_table import CPU_FALLBACK
 from localneuron.runtime import cost_model
 from localneuron.runtime.config import selected_target
 
-DEVICE, PYTHON = 0, 1
+DEVICE, PYTHON, DEVICE_WRAP_INT64 = 0, 1, 2  # csrc/executor.h Route
 
 FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
@@ -51,7 +51,11 @@ def on_miss(op, args, kwargs):
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         kind, route = tracking.FALLBACK, PYTHON
     elif arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS):
-        kind, route = tracking.NATIVE_32BIT, PYTHON
+        # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
+        # float64 must really be computed in float32 (downcast.py)
+        kind = tracking.NATIVE_32BIT
+        route = PYTHON if arguments.uses_float64(args, kwargs) else DEVICE_WRAP_INT64
+        _warn_64bit(args, kwargs)
     else:
         kind, route = tracking.NATIVE, DEVICE
     cost = 0.0 if kind == tracking.VIEW else cost_model.estimate_seconds(
