@@ -32,3 +32,12 @@ def test_sdpa_with_dropout_keeps_the_math_path(tracking, quiet):
     tracking.clear_op_tracking()
     F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
     assert "aten::_scaled_dot_product_fused_attention_overrideable" not in tracking.get_executed_ops()
+
+
+def test_fused_attention_is_not_reported_as_64bit_compute(tracking):
+    q = torch.randn(1, 2, 8, 4).to("neuron").requires_grad_()
+    tracking.clear_op_tracking()
+    F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+    from localneuron.ops.tracking import NATIVE_32BIT, op_counts
+
+    assert not [op for op in op_counts()[NATIVE_32BIT] if "attention" in op]

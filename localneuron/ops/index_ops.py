@@ -14,4 +14,7 @@ INDEX_OPS = frozenset({
     "aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_", "aten::scatter_reduce",
     "aten::scatter_reduce_", "aten::searchsorted", "aten::sort", "aten::take", "aten::topk", "aten::unique_dim",
     "aten::_unique2", "aten::_embedding_bag", "aten::_embedding_bag_backward", "aten::gather_backward",
+    # int64 here is the RNG seed/offset bookkeeping of fused attention, not data
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
 })
