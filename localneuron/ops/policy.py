@@ -84,18 +84,20 @@ def _called_by_tensor_printing() -> bool:
     return False
 
 
+SIXTY_FOUR_BIT_WARNINGS = {
+    torch.float64: ("float64", "float64 tensors are computed in float32 on Neuron (the tensors keep dtype float64, "
+                    "with float32 precision and range). Use float32 where possible."),
+    torch.int64: ("int64", "int64 tensors are computed in int32 on Neuron (the tensors keep dtype int64; values "
+                  "outside the int32 range wrap around). Use int32 where possible."),
+}
+
+
 def _warn_64bit(args, kwargs) -> None:
-    if tracking.warned("float64") and tracking.warned("int64"):
-        return
-    if _called_by_tensor_printing():
-        return
-    for t in arguments.neuron_tensors(args, kwargs):
-        if t.dtype == torch.float64:
-            tracking.warn_once("float64", "float64 tensors are computed in float32 on Neuron (the tensors keep "
-                               "dtype float64, with float32 precision and range). Use float32 where possible.")
-        elif t.dtype == torch.int64:
-            tracking.warn_once("int64", "int64 tensors are computed in int32 on Neuron (the tensors keep dtype "
-                               "int64; values outside the int32 range wrap around). Use int32 where possible.")
+    pending = {SIXTY_FOUR_BIT_WARNINGS[t.dtype] for t in arguments.neuron_tensors(args, kwargs)
+               if t.dtype in SIXTY_FOUR_BIT_WARNINGS and not tracking.warned(SIXTY_FOUR_BIT_WARNINGS[t.dtype][0])}
+    if pending and not _called_by_tensor_printing():
+        for key, message in pending:
+            tracking.warn_once(key, message)
 
 
 def run_python(executable_id, op, args, kwargs):
