@@ -1,14 +1,20 @@
 """Compiles one ATen graph over neuron tensors into a host executable, through the compile cache.
 
-The cache key covers everything that changes the generated code: the graph as compiled, the input
-sizes, strides and dtypes, its constants, forward/backward, the simulated target, the compile
-options and the versions of torch, localneuron and this entry format.
+The cache key covers everything that changes the generated code: the graph as compiled (its code),
+the input sizes, strides and dtypes, its constants, forward/backward, the simulated target, the
+compile options, the code generator's configuration, the host the code is generated for (CPU
+architecture, features and ATen's vector capability, Python ABI) and the versions of torch,
+localneuron and this entry format.
 """
+import functools
 import hashlib
+import platform
+import sys
 import time
 from dataclasses import dataclass
 
 import torch
+from torch._inductor import config as inductor_config
 
 import localneuron
 from localneuron.compiler import artifacts, host_graph, inductor, launch
@@ -16,7 +22,7 @@ from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.runtime.config import selected_target
 
-FORMAT_VERSION = 2  # bump whenever the payload inductor.dump() writes changes
+FORMAT_VERSION = 3  # bump whenever the payload inductor.dump() writes changes
 HIT, MISS, DISABLED = "hit", "miss", "disabled"
 
 _caches: dict = {}
@@ -56,11 +62,29 @@ def _device_index(example_inputs) -> int:
     return torch.neuron.current_device()
 
 
+@functools.cache
+def host_isa() -> tuple:
+    """What the generated machine code depends on: a library built for one CPU may not run on another."""
+    flags = []
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith(("flags", "Features"))), [])
+    except OSError:  # not Linux: the architecture and ATen's capability below still tell CPUs apart
+        pass
+    return (platform.machine(), torch.backends.cpu.get_cpu_capability(), sys.implementation.cache_tag,
+            hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest())
+
+
+def _inductor_config_digest() -> str:
+    return hashlib.sha256(repr(sorted(inductor_config.save_config_portable().items())).encode()).hexdigest()
+
+
 def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> str:
     inputs = [(tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
               for t in host_inputs]
-    return key_of(FORMAT_VERSION, torch.__version__, localneuron.__version__, selected_target().name,
-                  settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm))
+    return key_of(FORMAT_VERSION, torch.__version__, localneuron.__version__, selected_target().name, host_isa(),
+                  _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm))
 
 
 def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
@@ -70,16 +94,15 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     gm = host_graph.rewrite_devices(gm)
     host_inputs = host_graph.host_inputs(example_inputs)
     cache = _cache_for(settings)
-    with inductor.inductor_home(inductor.kernel_dir(cache and settings.cache.directory)):
-        if cache is None:
-            compiled, status = inductor.compile_graph(gm, host_inputs, is_backward), DISABLED
-            blob = None
-        else:
-            key = cache_key(gm, host_inputs, is_backward, settings)
-            compiled, blob, status = _through_cache(cache, key, gm, host_inputs, is_backward)
-        if settings.preserve_artifacts:
-            artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
-                               compiled.source_code, blob if blob is not None else inductor.dump(compiled))
+    if cache is None:
+        compiled = inductor.compile_graph(gm, host_inputs, is_backward, None, settings.cache.lock_timeout_s)
+        blob, status = None, DISABLED
+    else:
+        key = cache_key(gm, host_inputs, is_backward, settings)
+        compiled, blob, status = _through_cache(cache, key, gm, host_inputs, is_backward)
+    if settings.preserve_artifacts:
+        artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
+                           compiled.source_code, blob if blob is not None else inductor.dump(compiled))
     return HostExecutable(run=launch.launcher(compiled, on_device, _device_index(example_inputs)),
                           cache=status, compile_time_s=time.perf_counter() - start)
 
@@ -92,18 +115,19 @@ def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: 
         loaded = _load(cache, key, host_inputs, is_backward)  # another process may have built it meanwhile
         if loaded is not None:
             return loaded
-        compiled = inductor.compile_graph(gm, host_inputs, is_backward)
+        compiled = inductor.compile_graph(gm, host_inputs, is_backward, cache.kernel_home(),
+                                          cache.settings.lock_timeout_s)
         blob = inductor.dump(compiled)
         cache.store(key, blob)
         return compiled, blob, MISS
 
 
 def _load(cache: CompileCache, key: str, host_inputs, is_backward: bool):
-    blob = cache.load(key)
+    blob = cache.load(key)  # authenticated: written with this user's (or the shared) cache key
     if blob is None:
         return None
     try:
         return inductor.load(blob, host_inputs, is_backward), blob, HIT
     except Exception as error:  # an intact entry that still cannot be loaded is as unusable as a corrupt one
-        cache.discard(cache.path(key), f"cannot be loaded: {type(error).__name__}: {error}")
+        cache.discard(key, f"cannot be loaded: {type(error).__name__}: {error}")
         return None

@@ -7,22 +7,29 @@ import logging
 import os
 from dataclasses import dataclass
 
+from localneuron.ops import tracking
+
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_KEYS = ("fallback_execution", "model_name")  # the options keys TorchNeuron reads
 DEFAULT_MODEL_NAME = "model_default"
+
+_UID = os.geteuid()
 
 # variable -> default, as the contract gives them (2.33 values)
 ENV_DEFAULTS = {
     "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1",
     "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": "0",
     "TORCH_NEURONX_RETAIN_DEVICE_MODE": "0",
-    "TORCH_NEURONX_NEFF_CACHE_DIR": "/tmp/neff_cache",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "/tmp/local_cache",
+    # TorchNeuron's /tmp/neff_cache and /tmp/local_cache are shared by every user of the machine; per user
+    # here, so that nobody else can create them first (compile cache trust model, cache.py)
+    "TORCH_NEURONX_NEFF_CACHE_DIR": f"/tmp/neff_cache-{_UID}",
+    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": f"/tmp/local_cache-{_UID}",
     "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT": "600",
     "TORCH_NEURONX_DISABLE_NEFF_CACHE": "0",
     "TORCH_NEURONX_NEFF_DISABLE_CACHE": "0",
-    "TORCH_NEURONX_DEBUG_DIR": "/tmp/neuron_backend",
+    "TORCH_NEURONX_DEBUG_DIR": f"/tmp/neuron_backend-{_UID}",  # per user, like the cache
     "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "0",
+    "LOCALNEURON_SHARED_CACHE_KEY_FILE": "",  # opt-in: a cache shared by users or hosts, authenticated with this key
 }
 
 log = logging.getLogger("localneuron.compiler")
@@ -41,7 +48,8 @@ class CacheSettings:
     enabled: bool
     directory: str
     lock_directory: str
-    lock_timeout_s: float
+    lock_timeout_s: float          # bounds every wait for a lock, ours and the code generator's
+    shared_key_file: str | None    # None: a private cache, this user's own directory and key
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,22 @@ def cache_settings() -> CacheSettings:
         enabled=not (env_flag("TORCH_NEURONX_DISABLE_NEFF_CACHE") or env_flag("TORCH_NEURONX_NEFF_DISABLE_CACHE")),
         directory=env("TORCH_NEURONX_NEFF_CACHE_DIR"),
         lock_directory=env("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"),
-        lock_timeout_s=float(env("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT")))
+        lock_timeout_s=_lock_timeout_s(),
+        shared_key_file=env("LOCALNEURON_SHARED_CACHE_KEY_FILE") or None)
+
+
+def _lock_timeout_s() -> float:
+    value = env("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        default = ENV_DEFAULTS["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"]
+        tracking.warn_once(f"lock-timeout:{value}", f"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT={value!r} is not a "
+                           f"number of seconds >= 0; using {default}.")
+        seconds = float(default)
+    return seconds
 
 
 def resolve(mode: str | None, options: dict | None) -> CompileSettings:
