@@ -29,6 +29,7 @@ MAC_HEX = 64
 LOCK_POLL_S = 0.05
 ENTRIES = "graphs"
 KERNEL_HOME = "host-kernels"  # the code generator's own directory while it compiles (inductor.py)
+KERNEL_HOME_MIN_FREE = 64 << 20  # bytes; a large graph's kernel sources and libraries take tens of MB
 ADVICE = ("set TORCH_NEURONX_NEFF_CACHE_DIR to a directory of your own, or LOCALNEURON_SHARED_CACHE_KEY_FILE "
           "to share a cache on purpose")
 
@@ -171,15 +172,20 @@ class CompileCache:
         if not (self.private and self._open()):
             return None
         try:
+            disk = os.fstatvfs(self._root_fd)
+            if disk.f_bavail * disk.f_frsize < KERNEL_HOME_MIN_FREE:
+                return None  # the code generator fails on a full disk: it builds in the private directory instead
             os.close(checked_files.open_subdir(self._root_fd, KERNEL_HOME, private=True, create=True))
         except (OSError, Untrusted) as error:
             _fault(os.path.join(self.settings.directory, KERNEL_HOME), "use", error)
             return None
         return os.path.join(self.settings.directory, KERNEL_HOME)
 
+    def _lock_path(self, key: str) -> str:
+        return os.path.join(self.settings.lock_directory, f"localneuron-{key}.lock")
+
     def _lock_file(self, key: str) -> int | None:
-        directory = self.settings.lock_directory
-        name = f"localneuron-{key}.lock"
+        directory, name = os.path.split(self._lock_path(key))
         try:
             dir_fd = checked_files.open_root(directory, private=self.private)
         except Untrusted as error:
@@ -199,15 +205,14 @@ class CompileCache:
             os.close(dir_fd)
 
     @contextlib.contextmanager
-    def lock(self, key: str):
-        """Exclusive per-key lock; after the timeout (or when no lock file can be used) compile unlocked
-        rather than wait forever."""
+    def lock(self, key: str, deadline: float):
+        """Exclusive per-key lock; after the deadline (time.monotonic()), or when no lock file can be used,
+        compile unlocked rather than wait forever."""
         fd = self._lock_file(key)
         if fd is None:
             yield
             return
         try:
-            deadline = time.monotonic() + self.settings.lock_timeout_s
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -215,8 +220,7 @@ class CompileCache:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         log.warning("Compile cache lock %s not acquired after %.0f s (TORCH_NEURONX_NEFF_CACHE_"
-                                    "LOCK_TIMEOUT); compiling without it.",
-                                    os.path.join(self.settings.lock_directory, f"localneuron-{key}.lock"),
+                                    "LOCK_TIMEOUT); compiling without it.", self._lock_path(key),
                                     self.settings.lock_timeout_s)
                         yield
                         return

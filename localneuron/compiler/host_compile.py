@@ -95,7 +95,8 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     host_inputs = host_graph.host_inputs(example_inputs)
     cache = _cache_for(settings)
     if cache is None:
-        compiled = inductor.compile_graph(gm, host_inputs, is_backward, None, settings.cache.lock_timeout_s)
+        deadline = time.monotonic() + settings.cache.lock_timeout_s
+        compiled = inductor.compile_graph(gm, host_inputs, is_backward, None, deadline)
         blob, status = None, DISABLED
     else:
         key = cache_key(gm, host_inputs, is_backward, settings)
@@ -111,12 +112,12 @@ def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: 
     loaded = _load(cache, key, host_inputs, is_backward)
     if loaded is not None:
         return loaded
-    with cache.lock(key):
+    deadline = time.monotonic() + cache.settings.lock_timeout_s  # one wait budget for every lock below
+    with cache.lock(key, deadline):
         loaded = _load(cache, key, host_inputs, is_backward)  # another process may have built it meanwhile
         if loaded is not None:
             return loaded
-        compiled = inductor.compile_graph(gm, host_inputs, is_backward, cache.kernel_home(),
-                                          cache.settings.lock_timeout_s)
+        compiled = inductor.compile_graph(gm, host_inputs, is_backward, cache.kernel_home(), deadline)
         blob = inductor.dump(compiled)
         cache.store(key, blob)
         return compiled, blob, MISS

@@ -21,11 +21,11 @@ import os
 import pickle
 import re
 import tempfile
+import time
 
 import filelock
 import torch
 import torch.utils._filelock
-from torch._inductor import codecache
 from torch._inductor import config as inductor_config
 from torch._inductor.async_compile import AsyncCompile
 from torch._inductor.codecache import CppPythonBindingsCodeCache
@@ -51,17 +51,18 @@ def private_home() -> str:
 
 
 class _BoundedFileLock(torch.utils._filelock.FileLock):
-    """Inductor's file lock, waiting at most bound_s and then going on unlocked (like the cache's own lock)."""
-    bound_s = float(codecache.LOCK_TIMEOUT)
+    """Inductor's file lock, waiting at most until `deadline` (time.monotonic()) and then going on
+    unlocked, like the cache's own lock: one budget for every lock a compile waits for."""
+    deadline = float("inf")
 
     def __enter__(self):
         self.acquired = False
         try:
-            self.acquire(timeout=self.bound_s)
+            self.acquire(timeout=max(0.0, self.deadline - time.monotonic()))
             self.acquired = True
         except filelock.Timeout:
-            log.warning("Code generator lock %s not acquired after %.0f s (TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT); "
-                        "going on without it.", self.lock_file, self.bound_s)
+            log.warning("Code generator lock %s still held when the wait allowed by TORCH_NEURONX_NEFF_CACHE_"
+                        "LOCK_TIMEOUT ran out; going on without it.", self.lock_file)
         return self
 
     def __exit__(self, *exc_info):
@@ -70,19 +71,18 @@ class _BoundedFileLock(torch.utils._filelock.FileLock):
 
 
 @contextlib.contextmanager
-def inductor_home(directory: str, lock_timeout_s: float = float(codecache.LOCK_TIMEOUT)):
-    """Inductor working in directory, in this process only (its worker processes would not see the lock
-    bound), with every file lock it takes bounded by lock_timeout_s."""
+def inductor_home(directory: str, lock_deadline: float = float("inf")):
+    """Inductor working in directory, in this process only (worker processes would not see the lock
+    bound), its file locks waited for until lock_deadline at most."""
     previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    saved = codecache.LOCK_TIMEOUT, torch.utils._filelock.FileLock, _BoundedFileLock.bound_s
+    saved = torch.utils._filelock.FileLock, _BoundedFileLock.deadline
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
-    codecache.LOCK_TIMEOUT = _BoundedFileLock.bound_s = lock_timeout_s
-    torch.utils._filelock.FileLock = _BoundedFileLock
+    torch.utils._filelock.FileLock, _BoundedFileLock.deadline = _BoundedFileLock, lock_deadline
     try:
         with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False, compile_threads=1):
             yield
     finally:
-        codecache.LOCK_TIMEOUT, torch.utils._filelock.FileLock, _BoundedFileLock.bound_s = saved
+        torch.utils._filelock.FileLock, _BoundedFileLock.deadline = saved
         if previous is None:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
@@ -110,16 +110,17 @@ def _kernel_loading(replace):
 
 
 def compile_graph(gm: torch.fx.GraphModule, host_inputs: list, is_backward: bool, home: str | None,
-                  lock_timeout_s: float) -> CompiledFxGraph:
-    """Compiles with Inductor in home (None: the private directory); the result's `localneuron_kernels`
-    maps each kernel's source digest to its built library."""
+                  lock_deadline: float) -> CompiledFxGraph:
+    """Compiles with Inductor in home (None: the private directory), waiting for its locks until
+    lock_deadline at most; the result's `localneuron_kernels` maps each kernel's source digest to its
+    built library."""
     built = {}
 
     def record(original, self, argtypes, source_code):
         built[_digest(source_code)] = result = original(self, argtypes, source_code)
         return result
 
-    with inductor_home(home or private_home(), lock_timeout_s), _kernel_loading(record):
+    with inductor_home(home or private_home(), lock_deadline), _kernel_loading(record):
         compiled = compile_fx_inner(gm, host_inputs, is_backward=is_backward)
     compiled.localneuron_kernels = {}
     for digest, result in built.items():
