@@ -111,3 +111,11 @@ def test_preserved_artifacts_follow_the_debug_dir_layout(private_cache, tmp_path
         assert name.startswith("tiny_") and name.endswith(suffix)
     (lowered,) = os.listdir(tmp_path / "debug" / "raw" / "proc_0")
     assert "cpp_fused" in open(tmp_path / "debug" / "raw" / "proc_0" / lowered).read()
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_unusable_lock_timeout_warns_and_keeps_the_default(private_cache, monkeypatch, value):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", value)
+    with pytest.warns(UserWarning, match=f"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT='{value}' is not a number of seconds"):
+        out = compile_and_run(double_plus_one, torch.ones(3))
+    torch.testing.assert_close(out, torch.full((3,), 3.0))

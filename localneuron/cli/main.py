@@ -41,6 +41,7 @@ def _info(_args) -> int:
     import torch
 
     import localneuron
+    from localneuron.compiler.settings import env
     from localneuron.runtime.config import device_config
 
     config = device_config()
@@ -50,8 +51,8 @@ def _info(_args) -> int:
     print(f"visible NeuronCores: {len(config.visible_cores)} {list(config.visible_cores)}")
     print(f"HBM per NeuronCore: {config.hbm_bytes_per_core / (1 << 30):.1f} GiB")
     print(f"device module: torch.neuron (available: {torch.neuron.is_available()})")
-    print(f"compile cache: {os.environ.get('TORCH_NEURONX_NEFF_CACHE_DIR', '/tmp/neff_cache')}")
-    print(f"compile artifacts: {os.environ.get('TORCH_NEURONX_DEBUG_DIR', '/tmp/neuron_backend')}")
+    print(f"compile cache: {env('TORCH_NEURONX_NEFF_CACHE_DIR')}")
+    print(f"compile artifacts: {env('TORCH_NEURONX_DEBUG_DIR')}")
     return 0
 
 
