@@ -13,6 +13,7 @@ The payload is data, not a pickle of the whole: a JSON header, the pickled Compi
 cache.py only hands over once the entry is authenticated), then the kernel libraries, each named in
 the header by its source digest and the sha256 of its bytes, checked before it is written or loaded.
 """
+import atexit
 import contextlib
 import copy
 import hashlib
@@ -20,6 +21,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import tempfile
 import time
 
@@ -39,15 +41,21 @@ from localneuron.compiler.settings import log
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 STORED_KERNELS = "stored"  # inside the private directory: the kernels of loaded entries, named by sha256
 
-_private_dir = None
+_private: tuple[int, str] | None = None  # (pid, directory): a forked child makes its own
 
 
 def private_home() -> str:
-    """A 0700 directory of this process's own (removed at exit)."""
-    global _private_dir
-    if _private_dir is None:
-        _private_dir = tempfile.TemporaryDirectory(prefix="localneuron-kernels-")
-    return _private_dir.name
+    """A 0700 directory of this process's own, removed when it exits."""
+    global _private
+    if _private is None or _private[0] != os.getpid():
+        _private = os.getpid(), tempfile.mkdtemp(prefix="localneuron-kernels-")
+        atexit.register(_remove_private, *_private)
+    return _private[1]
+
+
+def _remove_private(pid: int, directory: str) -> None:
+    if os.getpid() == pid:  # not in a forked child that inherited the exit handler
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 class _BoundedFileLock(torch.utils._filelock.FileLock):
