@@ -386,6 +386,18 @@ def test_debug_directory_of_another_user_gets_no_artifacts(paths, monkeypatch):
     assert os.listdir(debug) == []
 
 
+def test_model_name_cannot_place_artifacts_outside_the_debug_directory(paths, monkeypatch):
+    debug = paths / "debug" / "inner"
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(debug))
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    torch._dynamo.reset()
+    fn = torch.compile(double_plus_one, backend="neuron", options={"model_name": "../../../escaped"})
+    torch.testing.assert_close(fn(X.to("neuron")).cpu(), double_plus_one(X))
+    inside = [f for _, _, files in os.walk(debug) for f in files]
+    assert len(inside) == 3 and all(f.startswith(".._.._.._escaped_") for f in inside)
+    assert not any("escaped" in f for f in os.listdir(paths)) and not (paths / "debug" / "escaped").exists()
+
+
 def test_default_locations_are_per_user():
     from localneuron.compiler import settings
 

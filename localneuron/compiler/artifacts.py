@@ -11,6 +11,7 @@ files are never written through a symlink; when it cannot be used, one warning a
 """
 import datetime
 import os
+import re
 
 from localneuron.compiler import checked_files
 from localneuron.compiler.checked_files import Untrusted
@@ -30,6 +31,7 @@ def rank() -> int:
 
 def preserve(debug_dir: str, model_name: str, graph_code: str, lowered: str, executable: bytes) -> None:
     stamp = datetime.datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+    model_name = re.sub(r"[/\0]", "_", model_name)  # a file name, never a path out of the directory
     contents = {"fx": graph_code.encode(), "lowered": lowered.encode(), "executable": executable}
     try:
         root = checked_files.open_root(debug_dir, private=True)
