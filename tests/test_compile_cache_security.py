@@ -312,7 +312,7 @@ def test_cache_root_owned_by_another_user_is_refused(paths):
     assert entries(paths / "cache") == []
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702], ids=lambda mode: f"{mode:04o}")
 def test_cache_root_writable_by_others_is_refused(paths, mode):
     (paths / "cache").mkdir()
     os.chmod(paths / "cache", mode)
