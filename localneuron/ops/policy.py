@@ -3,6 +3,7 @@
 The C++ executor calls on_miss() once per new op signature, then keeps the decision: DEVICE runs the
 host kernel on zero-copy aliases in C++; PYTHON runs the fallback or the 64-bit policy below.
 """
+import functools
 import os
 import sys
 
@@ -10,6 +11,7 @@ import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.features import UNSUPPORTED
+from localneuron.ops.host_kernel_fixes import HOST_KERNEL_FIXES
 from localneuron.ops.index_ops import INDEX_OPS
 from localneuron.ops.support_table import CPU_FALLBACK
 from localneuron.runtime import cost_model
@@ -21,6 +23,7 @@ FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
 
 _expected_dtypes: dict[int, list] = {}
+_host_kernel_fixes: dict = {}  # executable id -> HostKernelFix
 
 
 def _enabled(var: str) -> bool:
@@ -41,6 +44,8 @@ def on_miss(op, args, kwargs):
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
     arguments.check_memory_format(schema, args, kwargs)
     rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
+    fix = HOST_KERNEL_FIXES.get(name)
+    fix = fix if fix is not None and rule != CPU_FALLBACK and fix.applies(args, kwargs) else None
     if arguments.returns_view(schema):
         kind, route = tracking.VIEW, DEVICE
     elif rule == CPU_FALLBACK:
@@ -50,6 +55,8 @@ def on_miss(op, args, kwargs):
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         kind, route = tracking.FALLBACK, PYTHON
+    elif fix is not None:
+        kind, route = tracking.NATIVE, PYTHON
     elif arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS):
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
         # float64 must really be computed in float32 (downcast.py)
@@ -65,6 +72,8 @@ def on_miss(op, args, kwargs):
         estimated_seconds=cost))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
+    if fix is not None:
+        _host_kernel_fixes[executable_id] = fix
     return route, executable_id
 
 
@@ -105,6 +114,9 @@ def run_python(executable_id, op, args, kwargs):
     if e.kind == tracking.FALLBACK:
         _warn_fallback(e.op)
         return fallback.run_on_host(op, args, kwargs)
+    fix = _host_kernel_fixes.get(executable_id)
+    if fix is not None:
+        return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
     _warn_64bit(args, kwargs)
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 
