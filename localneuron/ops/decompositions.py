@@ -1,9 +1,10 @@
 """Ops that only have CUDA kernels but that PyTorch's composite code picks on any accelerator, run on
 the device decomposed into ops it has (as TorchNeuron lowers them), each with its backward.
 
-RNN cells: aten::lstm/gru call the fused cells whenever the input is not on the CPU. Attention:
-the flash and memory-efficient kernels are reached by direct calls or by the CUDA-only SDPA choices;
-the math (softmax(QK^T * scale + mask) V, with its log-sum-exp) is what those kernels compute.
+RNN cells: aten::lstm/gru call the fused cells whenever the input is not on the CPU. SyncBatchNorm
+calls the batch_norm_stats family on any accelerator. Attention: the flash and memory-efficient
+kernels are reached by direct calls; the math (softmax(QK^T * scale + mask) V, with its log-sum-exp)
+is what those kernels compute. The out_dtype matmuls are reached by direct calls.
 A workspace tensor is private between a forward and its backward; the layouts here are our own.
 """
 import math
@@ -66,6 +67,92 @@ def fused_gru_cell_backward(grad_hy, workspace, has_bias):
     if not has_bias:
         return grad_input_gates, grad_hidden_gates, grad_hx, None, None
     return grad_input_gates, grad_hidden_gates, grad_hx, grad_input_gates.sum(0), grad_hidden_gates.sum(0)
+
+
+# -- synchronized batch norm (nn.SyncBatchNorm on an accelerator): per-rank statistics, combined --
+
+def _channel_dims(x):
+    return [d for d in range(x.dim()) if d != 1]
+
+
+def _per_channel(t, x):
+    return t.reshape([1, -1] + [1] * (x.dim() - 2))
+
+
+def batch_norm_stats(input, eps):
+    x = input.float()
+    mean = x.mean(_channel_dims(x))
+    var = x.var(_channel_dims(x), correction=0)
+    return mean, (var + eps).rsqrt()
+
+
+def batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts):
+    counts = counts.float().unsqueeze(1)
+    total = counts.sum()
+    global_mean = (counts * mean).sum(0) / total
+    rank_var = invstd.pow(-2) - eps
+    global_var = (counts * (rank_var + (mean - global_mean).pow(2))).sum(0) / total
+    if running_mean is not None:
+        running_mean.copy_((1 - momentum) * running_mean + momentum * global_mean)
+    if running_var is not None:
+        unbiased = global_var * total / (total - 1)
+        running_var.copy_((1 - momentum) * running_var + momentum * unbiased)
+    return global_mean, (global_var + eps).rsqrt()
+
+
+def batch_norm_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count):
+    counts = torch.full((mean.shape[0],), count, dtype=torch.float32, device=mean.device)
+    return batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts)
+
+
+def batch_norm_elemt(input, weight, bias, mean, invstd, eps):
+    y = (input.float() - _per_channel(mean, input)) * _per_channel(invstd, input)
+    if weight is not None:
+        y = y * _per_channel(weight.float(), input)
+    if bias is not None:
+        y = y + _per_channel(bias.float(), input)
+    return y.to(input.dtype)
+
+
+def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g):
+    dims = _channel_dims(input)
+    dy = grad_out.float()
+    sum_dy = dy.sum(dims)
+    sum_dy_xmu = (dy * (input.float() - _per_channel(mean, input))).sum(dims)
+    param_dtype = weight.dtype if weight is not None else input.dtype
+    grad_weight = (sum_dy_xmu * invstd).to(param_dtype) if weight_g else None
+    grad_bias = sum_dy.to(param_dtype) if bias_g else None
+    return (sum_dy if input_g else None), (sum_dy_xmu if input_g else None), grad_weight, grad_bias
+
+
+def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
+    total = count.float().sum()
+    mean_dy = _per_channel(sum_dy / total, input)
+    mean_dy_xmu = _per_channel(sum_dy_xmu / total, input)
+    scale = _per_channel(invstd, input)
+    xmu = input.float() - _per_channel(mean, input)
+    grad = (grad_out.float() - mean_dy - xmu * scale * scale * mean_dy_xmu) * scale
+    if weight is not None:
+        grad = grad * _per_channel(weight.float(), input)
+    return grad.to(input.dtype)
+
+
+# -- matmuls with an output dtype (bf16/fp16 inputs accumulated into a wider result) --
+
+def mm_dtype(self, mat2, out_dtype):
+    return torch.mm(self.to(out_dtype), mat2.to(out_dtype))
+
+
+def bmm_dtype(self, mat2, out_dtype):
+    return torch.bmm(self.to(out_dtype), mat2.to(out_dtype))
+
+
+def addmm_dtype(self, mat1, mat2, out_dtype, *, beta=1, alpha=1):
+    return torch.addmm(self.to(out_dtype), mat1.to(out_dtype), mat2.to(out_dtype), beta=beta, alpha=alpha)
+
+
+def baddbmm_dtype(self, batch1, batch2, out_dtype, *, beta=1, alpha=1):
+    return torch.baddbmm(self.to(out_dtype), batch1.to(out_dtype), batch2.to(out_dtype), beta=beta, alpha=alpha)
 
 
 # -- attention: query/key/value are (batch, seq, heads, dim) in both kernels --
@@ -192,6 +279,16 @@ DECOMPOSITIONS = {
     "aten::_flash_attention_backward": flash_attention_backward,
     "aten::_efficient_attention_forward": efficient_attention_forward,
     "aten::_efficient_attention_backward": efficient_attention_backward,
+    "aten::batch_norm_stats": batch_norm_stats,
+    "aten::batch_norm_gather_stats": batch_norm_gather_stats,
+    "aten::batch_norm_gather_stats_with_counts": batch_norm_gather_stats_with_counts,
+    "aten::batch_norm_elemt": batch_norm_elemt,
+    "aten::batch_norm_backward_reduce": batch_norm_backward_reduce,
+    "aten::batch_norm_backward_elemt": batch_norm_backward_elemt,
+    "aten::mm.dtype": mm_dtype,
+    "aten::bmm.dtype": bmm_dtype,
+    "aten::addmm.dtype": addmm_dtype,
+    "aten::baddbmm.dtype": baddbmm_dtype,
 }
 
 _library = None

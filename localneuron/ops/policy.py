@@ -42,6 +42,7 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    _check_host_kernel_exists(schema)
     arguments.check_memory_format(schema, args, kwargs)
     rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
     fix = HOST_KERNEL_FIXES.get(name)
@@ -75,6 +76,17 @@ def on_miss(op, args, kwargs):
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
     return route, executable_id
+
+
+def _check_host_kernel_exists(schema) -> None:
+    """Ops that only CUDA (cuDNN, MIOpen...) implements reach here when called directly on the device."""
+    qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(qualified, "CPU"):
+        raise NotImplementedError(
+            f"{qualified} has no implementation for the neuron device: PyTorch provides it only for other "
+            "accelerators (CUDA, cuDNN, MIOpen, MPS...). Call the portable operator instead (for example "
+            "torch.nn.functional.dropout rather than torch._fused_dropout, "
+            "torch.nn.functional.scaled_dot_product_attention rather than a backend-specific attention kernel).")
 
 
 def _warn_fallback(name: str) -> None:

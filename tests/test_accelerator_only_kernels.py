@@ -1,13 +1,15 @@
 """Ops with only CUDA kernels that PyTorch's composite code picks on an accelerator
 (localneuron/ops/decompositions.py): the fused LSTM/GRU cells behind nn.LSTM, nn.GRU, LSTMCell and
-GRUCell (eager, no_grad, compiled), and the flash / memory-efficient attention kernels, forward and
-backward, each against the CPU."""
+GRUCell (eager, no_grad, compiled), the flash / memory-efficient attention kernels, SyncBatchNorm's
+statistics kernels (two real processes), the out_dtype matmuls; forward and backward, against the CPU."""
 import math
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from distributed_launcher import run
 
 TOL = {"atol": 1e-5, "rtol": 1e-4}
 
@@ -140,3 +142,63 @@ def test_attention_kernels_refuse_dropout_with_advice():
     q, k, v, _ = (t.to("neuron") for t in attention_inputs())
     with pytest.raises(NotImplementedError, match="scaled_dot_product_attention"):
         torch.ops.aten._flash_attention_forward(q, k, v, None, None, 5, 5, 0.1, False, False)
+
+
+@pytest.mark.parametrize("op,args", [
+    ("mm", ((3, 4), (4, 5))), ("bmm", ((2, 3, 4), (2, 4, 5))),
+    ("addmm", ((3, 5), (3, 4), (4, 5))), ("baddbmm", ((2, 3, 5), (2, 3, 4), (2, 4, 5))),
+])
+def test_matmuls_with_an_output_dtype_accumulate_in_it(op, args):
+    g = torch.Generator().manual_seed(5)
+    tensors = [torch.randn(*shape, generator=g).to(torch.bfloat16) for shape in args]
+    got = getattr(torch, op)(*(t.to("neuron") for t in tensors), out_dtype=torch.float32)
+    want = getattr(torch, op)(*(t.float() for t in tensors))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.cpu(), want, **TOL)
+
+
+def sync_batch_norm(device: str) -> dict:
+    """Each rank normalises its half of a global batch with SyncBatchNorm; the statistics are global."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    x = torch.randn(8, 3, 4, generator=torch.Generator().manual_seed(7)) * 3 + 1
+    grad = torch.randn(8, 3, 4, generator=torch.Generator().manual_seed(8))
+    torch.manual_seed(0)
+    norm = nn.SyncBatchNorm(3).to(device)
+    nn.init.normal_(norm.weight)
+    local = x[4 * rank:4 * rank + 4].to(device).requires_grad_()
+    y = norm(local)
+    y.backward(grad[4 * rank:4 * rank + 4].to(device))
+    return {"y": y.detach().cpu(), "x_grad": local.grad.cpu(), "weight_grad": norm.weight.grad.cpu(),
+            "running_mean": norm.running_mean.cpu(), "running_var": norm.running_var.cpu()}
+
+
+def test_sync_batch_norm_matches_batch_norm_over_the_global_batch():
+    results = run(__file__, "sync_batch_norm", 2, backends=(("neuron", "neuron"),))
+    x = torch.randn(8, 3, 4, generator=torch.Generator().manual_seed(7)) * 3 + 1
+    grad = torch.randn(8, 3, 4, generator=torch.Generator().manual_seed(8))
+    torch.manual_seed(0)
+    norm = nn.BatchNorm1d(3)  # the CPU has no SyncBatchNorm: the reference is one BatchNorm over both halves
+    nn.init.normal_(norm.weight)
+    whole = x.clone().requires_grad_()
+    y = norm(whole)
+    y.backward(grad)
+    for rank, result in enumerate(results):
+        got = result["neuron"]
+        rows = slice(4 * rank, 4 * rank + 4)
+        torch.testing.assert_close(got["y"], y.detach()[rows], **TOL)
+        torch.testing.assert_close(got["x_grad"], whole.grad[rows], **TOL)
+        torch.testing.assert_close(got["running_mean"], norm.running_mean, **TOL)
+        torch.testing.assert_close(got["running_var"], norm.running_var, **TOL)
+    # each rank's parameter gradient covers its half of the batch; DDP would sum them
+    torch.testing.assert_close(sum(r["neuron"]["weight_grad"] for r in results), norm.weight.grad, **TOL)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: torch._fused_dropout(torch.ones(4, device="neuron"), 0.5),
+    lambda: torch.ops.aten._cudnn_init_dropout_state(0.5, True, 0, dtype=torch.uint8, device="neuron"),
+])
+def test_cuda_only_ops_without_a_decomposition_refuse_with_advice(call):
+    with pytest.raises(NotImplementedError, match="no implementation for the neuron device.*portable operator"):
+        call()
