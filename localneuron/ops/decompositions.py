@@ -269,6 +269,15 @@ def efficient_attention_backward(grad_out, query, key, value, bias, out, cu_seql
     return grad_q, grad_k, grad_v, grad_bias
 
 
+# -- composite ops whose CPU code insists on host arguments --
+
+def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
+    """tensor_split's composite code wants the indices on the CPU (also on CUDA); the device reads them."""
+    split = tensor_indices_or_sections
+    sections_or_indices = int(split.item()) if split.dim() == 0 else split.cpu().tolist()
+    return torch.tensor_split(self, sections_or_indices, dim)
+
+
 # op -> the decomposition the device runs
 DECOMPOSITIONS = {
     "aten::_thnn_fused_lstm_cell": fused_lstm_cell,
@@ -291,6 +300,12 @@ DECOMPOSITIONS = {
     "aten::baddbmm.dtype": baddbmm_dtype,
 }
 
+# CompositeImplicitAutograd op -> its decomposition; registered for autograd too, since the composite
+# kernel would otherwise serve the device's autograd key
+COMPOSITE_DECOMPOSITIONS = {
+    "aten::tensor_split.tensor_indices_or_sections": tensor_split_by_tensor,
+}
+
 _library = None
 
 
@@ -301,3 +316,6 @@ def register_decompositions() -> None:
     _library = torch.library.Library("aten", "IMPL")
     for qualified, decomposition in DECOMPOSITIONS.items():
         _library.impl(qualified.removeprefix("aten::"), decomposition, "PrivateUse1")
+    for qualified, decomposition in COMPOSITE_DECOMPOSITIONS.items():
+        for key in ("PrivateUse1", "AutogradPrivateUse1"):
+            _library.impl(qualified.removeprefix("aten::"), decomposition, key)
