@@ -44,6 +44,14 @@ WHOLE_OP_FAMILIES = {
     "aten::_foreach_": "optimizers: one op per parameter list instead of one per tensor",
 }
 
+# op -> why its composite kernel cannot run on device tensors: it looks up a per-device DispatchStub or
+# checks the device type. Every overload, out= included, runs whole (on host aliases). Found by running
+# each CompositeExplicitAutograd op without a device kernel on `neuron` (tests/test_device_type_kernels.py).
+DEVICE_TYPE_KERNELS = {
+    "aten::kaiser_window": "calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel)",
+    "aten::mode": "mode.values accepts only CPU, CUDA and XPU tensors",
+}
+
 STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
 
 
@@ -54,7 +62,7 @@ def route_whole_ops() -> None:
     for qualified in torch._C._dispatch_get_all_op_names():
         name, _, overload = qualified.partition(".")
         listed = name in WHOLE_OPS or name.startswith(tuple(WHOLE_OP_FAMILIES))
-        if listed and not overload.endswith("out") and _decomposes_on_device(qualified):
+        if ((listed and not overload.endswith("out")) or name in DEVICE_TYPE_KERNELS) and _decomposes_on_device(qualified):
             _C.route_whole(qualified.split("::")[1])
 
 
