@@ -1,6 +1,6 @@
 """CompositeExplicitAutograd ops without a device kernel run their composite code on device tensors.
 Those whose code looks up a per-device DispatchStub or checks the device type (kaiser_window, mode's
-out= variant: whole_ops.DEVICE_TYPE_KERNELS) run whole on host aliases; the rest must keep working
+out= variant: run=WHOLE_INCLUDING_OUT in op_records.py) run whole on host aliases; the rest must keep working
 through their composite code. Each call is compared with the CPU."""
 import pytest
 import torch

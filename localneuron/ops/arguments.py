@@ -4,6 +4,8 @@ import re
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from localneuron.ops.op_records import UNMARKED_WRITES
+
 SIXTY_FOUR_BIT = (torch.float64, torch.int64)
 
 
@@ -23,12 +25,6 @@ def returns_view(schema) -> bool:
 # "Tensor(a!) self", "Tensor(a!)? running_mean", "Tensor(b!)[] grads": the schema's text is the only place
 # that says an optional argument is written (its Argument.alias_info is None)
 _WRITTEN_ARGUMENT = re.compile(r"Tensor\(\w+!\)(?:\?|\[\])*\s+(\w+)")
-
-
-# ops that update arguments their schema does not mark as written
-UNMARKED_WRITES = {
-    "aten::native_batch_norm": ["running_mean", "running_var"],
-}
 
 
 def mutated_argument_names(schema) -> list[str]:

@@ -278,44 +278,16 @@ def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
     return torch.tensor_split(self, sections_or_indices, dim)
 
 
-# op -> the decomposition the device runs
-DECOMPOSITIONS = {
-    "aten::_thnn_fused_lstm_cell": fused_lstm_cell,
-    "aten::_thnn_fused_lstm_cell_backward_impl": fused_lstm_cell_backward_impl,
-    "aten::_thnn_fused_gru_cell": fused_gru_cell,
-    "aten::_thnn_fused_gru_cell_backward": fused_gru_cell_backward,
-    "aten::_flash_attention_forward": flash_attention_forward,
-    "aten::_flash_attention_backward": flash_attention_backward,
-    "aten::_efficient_attention_forward": efficient_attention_forward,
-    "aten::_efficient_attention_backward": efficient_attention_backward,
-    "aten::batch_norm_stats": batch_norm_stats,
-    "aten::batch_norm_gather_stats": batch_norm_gather_stats,
-    "aten::batch_norm_gather_stats_with_counts": batch_norm_gather_stats_with_counts,
-    "aten::batch_norm_elemt": batch_norm_elemt,
-    "aten::batch_norm_backward_reduce": batch_norm_backward_reduce,
-    "aten::batch_norm_backward_elemt": batch_norm_backward_elemt,
-    "aten::mm.dtype": mm_dtype,
-    "aten::bmm.dtype": bmm_dtype,
-    "aten::addmm.dtype": addmm_dtype,
-    "aten::baddbmm.dtype": baddbmm_dtype,
-}
-
-# CompositeImplicitAutograd op -> its decomposition; registered for autograd too, since the composite
-# kernel would otherwise serve the device's autograd key
-COMPOSITE_DECOMPOSITIONS = {
-    "aten::tensor_split.tensor_indices_or_sections": tensor_split_by_tensor,
-}
-
 _library = None
 
 
-def register_decompositions() -> None:
+def register_decompositions(decompositions: dict) -> None:
+    """decompositions: op -> op_records.Decompose; registered as the op's device kernel."""
     global _library
     if _library is not None:
         return
     _library = torch.library.Library("aten", "IMPL")
-    for qualified, decomposition in DECOMPOSITIONS.items():
-        _library.impl(qualified.removeprefix("aten::"), decomposition, "PrivateUse1")
-    for qualified, decomposition in COMPOSITE_DECOMPOSITIONS.items():
-        for key in ("PrivateUse1", "AutogradPrivateUse1"):
-            _library.impl(qualified.removeprefix("aten::"), decomposition, key)
+    for qualified, decomposition in decompositions.items():
+        keys = ("PrivateUse1", "AutogradPrivateUse1") if decomposition.autograd else ("PrivateUse1",)
+        for key in keys:
+            _library.impl(qualified.removeprefix("aten::"), decomposition.fn, key)

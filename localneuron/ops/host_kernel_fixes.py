@@ -108,11 +108,3 @@ FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat
 BATCH_NORM = HostKernelFix("CPU batch_norm refuses low-precision input with mixed float32/low-precision parameters",
                            _mixed_batch_norm, _native_batch_norm)
 BATCH_NORM_BACKWARD = HostKernelFix("as native_batch_norm", _mixed_batch_norm_backward, _native_batch_norm_backward)
-
-# op -> the fix its device execution needs (for the signatures the fix applies to)
-HOST_KERNEL_FIXES = {
-    "aten::histc": HISTC,
-    "aten::_fused_sgd_": FUSED_SGD,
-    "aten::native_batch_norm": BATCH_NORM,
-    "aten::native_batch_norm_backward": BATCH_NORM_BACKWARD,
-}

@@ -10,10 +10,7 @@ import sys
 import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
-from localneuron.ops.features import UNSUPPORTED
-from localneuron.ops.host_kernel_fixes import HOST_KERNEL_FIXES
-from localneuron.ops.index_ops import INDEX_OPS
-from localneuron.ops.support_table import CPU_FALLBACK
+from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
 from localneuron.runtime import cost_model
 from localneuron.runtime.config import selected_target
 
