@@ -3,6 +3,8 @@
 #include "allocator.h"
 #include "device_state.h"
 
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/TensorImpl.h>
 
 namespace localneuron {
@@ -30,11 +32,28 @@ void copy_lazy_bits(c10::TensorImpl& impl, const at::Tensor& host) {
   if (host.is_neg()) impl._set_neg(true);
 }
 
+// A host kernel must never run past a storage: one shrunk by untyped_storage().resize_() (as FSDP2
+// frees parameters) no longer holds the tensor that still points at it.
+void check_storage_covers(const at::Tensor& t, size_t nbytes) {
+  const int64_t numel = t.numel();
+  if (numel == 0) return;
+  const size_t item = t.itemsize();
+  if (t.is_contiguous() && static_cast<size_t>(t.storage_offset() + numel) * item <= nbytes) return;
+  const size_t needed = at::detail::computeStorageNbytes(t.sizes(), t.strides(), item, t.storage_offset());
+  TORCH_CHECK(needed <= nbytes, "A neuron tensor of shape ", t.sizes(), " needs ", needed,
+              " bytes but its storage holds ", nbytes,
+              " (the storage was resized with untyped_storage().resize_()). Resize the storage back to at least ",
+              needed, " bytes before using the tensor, or make a new tensor.");
+}
+
 }  // namespace
 
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined() || !t.is_privateuseone()) return t;
+  // An efficient zero tensor has no bytes at all: host kernels get real zeros, as ZeroTensor's fallback gives.
+  if (C10_UNLIKELY(t._is_zerotensor())) return at::zeros(t.sizes(), t.options().device(c10::kCPU));
   const c10::StorageImpl* st = t.storage().unsafeGetStorageImpl();
+  check_storage_covers(t, st->nbytes());
   // Non-owning: the caller keeps `t` alive for as long as the host kernel runs.
   c10::Storage host(c10::Storage::use_byte_size_t{}, st->nbytes(),
                     c10::DataPtr(const_cast<void*>(st->data()), c10::Device(c10::DeviceType::CPU)),
@@ -71,7 +90,9 @@ at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {
   }
   c10::Storage storage(c10::Storage::use_byte_size_t{}, nbytes, std::move(data), device_allocator(),
                        /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), kDeviceKeys, host.dtype());
+  // An efficient zero tensor (no bytes) stays one, so that ops see it as zeros.
+  const c10::DispatchKeySet keys = host._is_zerotensor() ? kDeviceKeys.add(c10::DispatchKey::ZeroTensor) : kDeviceKeys;
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, host.dtype());
   impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
   copy_lazy_bits(*impl, host);
   return at::Tensor(std::move(impl));

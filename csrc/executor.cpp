@@ -227,7 +227,9 @@ struct AliasedInput {
               op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as scalars.");
 }
 
-// TorchNeuron accepts host tensors only as 0-dim scalars; anything else is the caller's mistake.
+// TorchNeuron accepts host tensors only as 0-dim scalars, and, as CUDA does, as the indices of
+// advanced indexing (the Tensor?[] argument of index, index_put_ and their backwards); anything else
+// is the caller's mistake.
 void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
   auto check = [&](const at::Tensor& t, size_t index) {
     if (t.defined() && !t.is_privateuseone() && t.dim() > 0) reject_other_device(op, index, t);
@@ -236,10 +238,8 @@ void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
       check(v.toTensor(), i - begin);
-    } else if (v.isTensorList() || v.isOptionalTensorList()) {
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) check(e.toTensor(), i - begin);
-      }
+    } else if (v.isTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) check(e.toTensor(), i - begin);
     }
   }
 }

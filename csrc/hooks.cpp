@@ -1,10 +1,11 @@
-// PrivateUse1 hooks: what PyTorch asks of any accelerator (device count, generators, storage resize).
+// PrivateUse1 hooks: what PyTorch asks of any accelerator (device count, generators, pinned host
+// memory, storage resize).
 #include "allocator.h"
 #include "device_state.h"
 #include "generator.h"
+#include "pinned_host.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <cstring>
@@ -29,8 +30,8 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
   const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override { return default_generator(d); }
   at::Generator getNewGenerator(c10::DeviceIndex d) const override { return new_generator(d); }
   at::Device getDeviceFromPtr(void*) const override { return {kNeuron, current_device()}; }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* ptr) const override { return is_pinned_host_ptr(ptr); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
 
   // storage.resize_() lands here; FSDP2 frees and re-materialises parameters this way.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {

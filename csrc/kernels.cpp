@@ -101,20 +101,22 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
   TORCH_CHECK(src.is_privateuseone(), "set_: source tensor is on ", src.device(),
-              " device, expected neuron. Move it first with .to('neuron').");
+              ", expected neuron (the devices must match, as on every PyTorch device). Move it first with .to('neuron').");
   return at::native::set_tensor_(self, src);
 }
 
 at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
-              " device, expected neuron.");
+              ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
+              "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
   return at::native::set_(self, src);
 }
 
 at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t offset, c10::IntArrayRef size,
                                       c10::IntArrayRef stride) {
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
-              " device, expected neuron.");
+              ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
+              "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
   return at::cpu::set_(self, src, offset, size, stride);
 }
 
@@ -138,7 +140,10 @@ void refuse_sparse(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 }
 
 void refuse_nested(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
-  refuse_layout("Nested tensors", "Pad the sequences into a dense tensor (torch.nested.to_padded_tensor on CPU).", op);
+  refuse_layout("Nested tensors",
+                "Pad the sequences into a dense tensor (torch.nested.to_padded_tensor on CPU). nn.TransformerEncoder "
+                "builds nested tensors on its inference fast path: construct it with enable_nested_tensor=False.",
+                op);
 }
 
 at::Tensor refuse_forward_ad(const at::Tensor&, const at::Tensor&, int64_t) {

@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "executor.h"
 #include "generator.h"
+#include "pinned_host.h"
 #include "transfer_stats.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -57,6 +58,31 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_peak_memory", [](int d) { reset_peak(static_cast<c10::DeviceIndex>(d)); });
   m.def("reset_accumulated_memory", [](int d) { reset_accumulated(static_cast<c10::DeviceIndex>(d)); });
   m.def("empty_cache", [](int d) { empty_cache(static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("host_memory_counters", [] {
+    const HostMemoryCounters c = host_memory_counters();
+    py::dict out;
+    const auto stat = [&](const char* name, const HostStat& s) {
+      py::dict d;
+      d["current"] = s.current;
+      d["peak"] = s.peak;
+      d["allocated"] = s.allocated;
+      d["freed"] = s.freed;
+      out[name] = d;
+    };
+    stat("allocations", c.allocations);
+    stat("allocated_bytes", c.allocated_bytes);
+    stat("active_requests", c.active_requests);
+    stat("active_bytes", c.active_bytes);
+    out["num_host_alloc"] = c.num_host_alloc;
+    out["num_host_free"] = c.num_host_free;
+    out["locked_bytes"] = c.locked_bytes;
+    out["lock_refusals"] = c.lock_refusals;
+    return out;
+  });
+  m.def("reset_host_peak_memory", &reset_host_peak);
+  m.def("reset_host_accumulated_memory", &reset_host_accumulated);
+  m.def("empty_host_cache", &empty_host_cache);
 
   m.def("transfer_counters", [] {
     const TransferCounters c = transfer_counters();

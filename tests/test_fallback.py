@@ -95,11 +95,11 @@ def test_failing_native_op_raises_documented_error_with_fallback_only_for_unimpl
 
 
 def test_support_table_rules_apply_per_dtype(tracking, quiet, monkeypatch):
-    from localneuron.ops import support_table
+    from localneuron.ops import op_records
 
     # a dtype exception: the op is native, except for bfloat16 inputs, which go to the host
-    monkeypatch.setitem(support_table.OP_SUPPORT, "aten::atan", support_table.NATIVE)
-    monkeypatch.setitem(support_table.DTYPE_EXCEPTIONS, "aten::atan", ("bfloat16",))
+    monkeypatch.setitem(op_records.OP_SUPPORT, "aten::atan", op_records.NATIVE)
+    monkeypatch.setitem(op_records.DTYPE_EXCEPTIONS, "aten::atan", ("bfloat16",))
     x = torch.linspace(-2, 2, 7)
     torch.testing.assert_close(x.neuron().atan().cpu(), x.atan())
     assert "aten::atan" in tracking.get_executed_ops() and tracking.get_fallback_ops() == []
@@ -108,9 +108,9 @@ def test_support_table_rules_apply_per_dtype(tracking, quiet, monkeypatch):
 
 
 def test_unlisted_ops_run_natively_and_are_reported_as_unconfirmed(tracking, quiet, monkeypatch):
-    from localneuron.ops import support_table
+    from localneuron.ops import op_records
 
-    monkeypatch.delitem(support_table.OP_SUPPORT, "aten::sinh", raising=False)
+    monkeypatch.delitem(op_records.OP_SUPPORT, "aten::sinh", raising=False)
     torch.linspace(0, 1, 5).neuron().sinh()
     assert "aten::sinh" in tracking.get_executed_ops()
     from localneuron.ops.tracking import unlisted_native_ops

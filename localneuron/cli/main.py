@@ -1,5 +1,6 @@
-"""localneuron run SCRIPT [ARGS...] | localneuron info"""
+"""localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]]"""
 import argparse
+import fnmatch
 import json
 import os
 import runpy
@@ -37,12 +38,23 @@ def _run(args) -> int:
     return status
 
 
-def _info(_args) -> int:
+def _info(args) -> int:
     import torch
 
     import localneuron
     from localneuron.compiler.settings import env
     from localneuron.runtime.config import device_config
+
+    if args.ops is not None:
+        from localneuron.ops.op_records import OPS, describe
+
+        pattern = args.ops if any(c in args.ops for c in "*?[") else f"*{args.ops}*"
+        matches = [op for op in sorted(OPS) if fnmatch.fnmatchcase(op, pattern)]
+        for op in matches:
+            print(describe(op, OPS[op]))
+        if not matches:
+            print(f"no op record matches {args.ops!r}; ops without a record run natively (unlisted)")
+        return 0
 
     config = device_config()
     t = config.target
@@ -66,6 +78,8 @@ def main(argv=None) -> int:
     run.add_argument("script_args", nargs=argparse.REMAINDER)
     run.set_defaults(handler=_run)
     info = commands.add_parser("info", help="print the simulated target, devices, versions and cache locations")
+    info.add_argument("--ops", nargs="?", const="*", metavar="PATTERN",
+                      help="print the op records (support rule, how it runs...) of the ops matching PATTERN")
     info.set_defaults(handler=_info)
     args = parser.parse_args(argv)
     return args.handler(args)

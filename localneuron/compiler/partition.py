@@ -11,7 +11,7 @@ import torch
 from torch.fx.node import map_arg
 
 from localneuron.ops import support
-from localneuron.ops.support_table import CPU_FALLBACK
+from localneuron.ops.op_records import CPU_FALLBACK
 
 # op namespace -> why its ops run eagerly on the device rather than inside host-compiled code
 EAGER_NAMESPACES = {

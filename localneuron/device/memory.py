@@ -26,7 +26,34 @@ def memory_stats(device=None) -> dict:
         for field, value in source.items():
             stats[f"{name}.all.{field}"] = value
     stats["num_alloc_retries"] = c["alloc_retries"]
+    stats.update({f"host_{key}": value for key, value in host_memory_stats().items()})
     return stats
+
+
+def host_memory_stats_as_nested_dict() -> dict:
+    """The pinned host allocator's statistics, with torch.cuda.host_memory_stats()'s names (blocks are
+    rounded to a power of two), plus locked_bytes (really page-locked) and lock_refusals (blocks the OS
+    would not lock, e.g. under RLIMIT_MEMLOCK; they are still pinned as far as PyTorch is concerned)."""
+    return _C.host_memory_counters()
+
+
+def host_memory_stats() -> dict:
+    """host_memory_stats_as_nested_dict() with flat keys ("allocated_bytes.current"), as torch.cuda gives them."""
+    flat = {}
+    for key, value in host_memory_stats_as_nested_dict().items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{field}": v for field, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C.reset_host_peak_memory()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C.reset_host_accumulated_memory()
 
 
 def memory_allocated(device=None) -> int:
@@ -54,9 +81,11 @@ def reset_accumulated_memory_stats(device=None) -> None:
 
 
 def empty_cache() -> None:
-    """Returns cached free blocks to the runtime; live tensors are untouched."""
+    """Returns cached free device blocks to the runtime and unlocks cached pinned host blocks; live
+    tensors are untouched."""
     for index in range(_C.device_count()):
         _C.empty_cache(index)
+    _C.empty_host_cache()
 
 
 def mem_get_info(device=None) -> tuple[int, int]:

@@ -10,8 +10,10 @@ from localneuron.device.devices import (
     is_initialized, set_device, synchronize,
 )
 from localneuron.device.memory import (
-    empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
-    memory_stats, memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+    empty_cache, host_memory_stats, host_memory_stats_as_nested_dict, max_memory_allocated, max_memory_reserved,
+    mem_get_info, memory_allocated, memory_reserved,
+    memory_stats, memory_summary, reset_accumulated_host_memory_stats, reset_accumulated_memory_stats,
+    reset_peak_host_memory_stats, reset_peak_memory_stats,
 )
 from localneuron.device.random import (
     get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all, set_rng_state,
@@ -66,10 +68,12 @@ def _mark_forked_child() -> None:
 __all__ = [
     "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream", "device",
     "device_count", "empty_cache", "get_amp_supported_dtype", "get_device_name", "get_device_properties",
-    "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
+    "get_rng_state", "get_rng_state_all", "host_memory_stats", "host_memory_stats_as_nested_dict", "init",
+    "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory", "memory_allocated", "memory_reserved", "memory_stats", "memory_summary",
-    "query", "record_event", "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
+    "query", "record_event", "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats",
+    "reset_peak_host_memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
     "set_device", "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize", "wait_event",
     "wait_stream",
 ]

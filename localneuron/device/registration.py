@@ -7,6 +7,8 @@ import torch
 from localneuron import _C
 from localneuron.device import neuron_module, shutdown
 from localneuron.ops import policy
+from localneuron.ops.decompositions import register_decompositions
+from localneuron.ops.op_records import DECOMPOSITIONS
 from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.runtime.config import device_config
 
@@ -30,6 +32,7 @@ def register() -> None:
     _C.set_executor_callbacks(policy.on_miss, policy.run_python, policy.on_device_failure)
     _C.install_executor()
     route_whole_ops()
+    register_decompositions(DECOMPOSITIONS)
     os.register_at_fork(after_in_child=neuron_module._mark_forked_child)
     shutdown.register()
     _registered = True

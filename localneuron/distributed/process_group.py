@@ -108,8 +108,11 @@ class ProcessGroupNeuron(dist.ProcessGroup):
                            lambda: self._gloo.allgather_coalesced(_host(output_lists), _host(inputs), opts))
 
     def all_gather_single(self, output, input, opts):
+        # NCCL takes any output of world_size * numel(input) elements (SyncBatchNorm passes a (1, N) one);
+        # Gloo wants the ranks' pieces concatenated along dim 0
+        stacked = _host(output).view(-1, *input.shape[1:])
         return self._issue("all_gather_into_tensor", [output], [input],
-                           lambda: self._gloo._allgather_base(_host(output), _host(input), opts))
+                           lambda: self._gloo._allgather_base(stacked, _host(input), opts))
 
     def all_gather_single_coalesced(self, outputs, inputs, opts):
         # Gloo's binding has no coalesced variant: one all-gather per pair, one handle for all of them.

@@ -1,6 +1,10 @@
 """Walking an op's arguments: the tensors in them, and the schema facts the policy needs."""
+import re
+
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
+
+from localneuron.ops.op_records import UNMARKED_WRITES
 
 SIXTY_FOUR_BIT = (torch.float64, torch.int64)
 
@@ -18,8 +22,14 @@ def returns_view(schema) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
 
 
+# "Tensor(a!) self", "Tensor(a!)? running_mean", "Tensor(b!)[] grads": the schema's text is the only place
+# that says an optional argument is written (its Argument.alias_info is None)
+_WRITTEN_ARGUMENT = re.compile(r"Tensor\(\w+!\)(?:\?|\[\])*\s+(\w+)")
+
+
 def mutated_argument_names(schema) -> list[str]:
-    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    arguments_text = str(schema).split("->")[0]
+    return _WRITTEN_ARGUMENT.findall(arguments_text) + UNMARKED_WRITES.get(schema.name, [])
 
 
 def generator_argument_names(schema) -> list[str]:

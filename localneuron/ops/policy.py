@@ -3,15 +3,14 @@
 The C++ executor calls on_miss() once per new op signature, then keeps the decision: DEVICE runs the
 host kernel on zero-copy aliases in C++; PYTHON runs the fallback or the 64-bit policy below.
 """
+import functools
 import os
 import sys
 
 import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
-from localneuron.ops.features import UNSUPPORTED
-from localneuron.ops.index_ops import INDEX_OPS
-from localneuron.ops.support_table import CPU_FALLBACK
+from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
 from localneuron.runtime import cost_model
 from localneuron.runtime.config import selected_target
 
@@ -21,6 +20,7 @@ FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
 
 _expected_dtypes: dict[int, list] = {}
+_host_kernel_fixes: dict = {}  # executable id -> HostKernelFix
 
 
 def _enabled(var: str) -> bool:
@@ -39,8 +39,11 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    _check_host_kernel_exists(schema)
     arguments.check_memory_format(schema, args, kwargs)
     rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
+    fix = HOST_KERNEL_FIXES.get(name)
+    fix = fix if fix is not None and rule != CPU_FALLBACK and fix.applies(args, kwargs) else None
     if arguments.returns_view(schema):
         kind, route = tracking.VIEW, DEVICE
     elif rule == CPU_FALLBACK:
@@ -50,6 +53,8 @@ def on_miss(op, args, kwargs):
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         kind, route = tracking.FALLBACK, PYTHON
+    elif fix is not None:
+        kind, route = tracking.NATIVE, PYTHON
     elif arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS):
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
         # float64 must really be computed in float32 (downcast.py)
@@ -65,7 +70,20 @@ def on_miss(op, args, kwargs):
         estimated_seconds=cost))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
+    if fix is not None:
+        _host_kernel_fixes[executable_id] = fix
     return route, executable_id
+
+
+def _check_host_kernel_exists(schema) -> None:
+    """Ops that only CUDA (cuDNN, MIOpen...) implements reach here when called directly on the device."""
+    qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(qualified, "CPU"):
+        raise NotImplementedError(
+            f"{qualified} has no implementation for the neuron device: PyTorch provides it only for other "
+            "accelerators (CUDA, cuDNN, MIOpen, MPS...). Call the portable operator instead (for example "
+            "torch.nn.functional.dropout rather than torch._fused_dropout, "
+            "torch.nn.functional.scaled_dot_product_attention rather than a backend-specific attention kernel).")
 
 
 def _warn_fallback(name: str) -> None:
@@ -105,6 +123,9 @@ def run_python(executable_id, op, args, kwargs):
     if e.kind == tracking.FALLBACK:
         _warn_fallback(e.op)
         return fallback.run_on_host(op, args, kwargs)
+    fix = _host_kernel_fixes.get(executable_id)
+    if fix is not None:
+        return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
     _warn_64bit(args, kwargs)
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 

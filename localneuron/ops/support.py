@@ -1,5 +1,5 @@
-"""Looks up an op in the support table (support_table.py) for the dtypes it is called with."""
-from localneuron.ops.support_table import CPU_FALLBACK, DTYPE_EXCEPTIONS, NATIVE, OP_SUPPORT
+"""Looks up an op's support rule (op_records.py) for the dtypes it is called with."""
+from localneuron.ops.op_records import CPU_FALLBACK, DTYPE_EXCEPTIONS, NATIVE, OP_SUPPORT
 
 
 def rule_for(op_name: str, dtypes: set[str]) -> tuple[str, bool]:

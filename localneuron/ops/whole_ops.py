@@ -2,47 +2,15 @@
 
 Two kinds: every structured op (PyTorch would allocate its output on the device and then run the
 out= variant; running it whole is one executable instead of two dispatches, and avoids out=
-resizes), and the explicit table below of CompositeExplicitAutograd ops that TorchNeuron implements
-as single ops. Factory and copy ops are left to their decompositions: their results may belong to
-the host.
+resizes), and the CompositeExplicitAutograd ops whose records (op_records.py) say run=WHOLE, because
+TorchNeuron implements them as single ops, or WHOLE_INCLUDING_OUT, because their composite code
+checks the device type. Factory and copy ops are otherwise left to their decompositions: their
+results may belong to the host.
 """
 import torch
 
 from localneuron import _C
-
-# op -> why it is run whole
-WHOLE_OPS = {
-    "aten::_convolution": "would end in convolution_overrideable, a hook every device must implement",
-    "aten::convolution": "would end in convolution_overrideable",
-    "aten::convolution_backward": "would end in convolution_backward_overrideable",
-    "aten::_scaled_dot_product_fused_attention_overrideable": "the device hook for fused SDPA; its default raises",
-    "aten::_scaled_dot_product_fused_attention_overrideable_backward": "the device hook's backward; its default raises",
-    "aten::native_layer_norm": "decomposes into batch_norm on a reshaped input",
-    "aten::native_group_norm": "decomposes into five ops, each rounding to bf16",
-    "aten::embedding": "decomposes into index_select",
-    "aten::mse_loss": "its out= decomposition resizes a 0-dim output, which PyTorch warns about",
-    "aten::stack": "TorchNeuron lowers it as one op",
-    "aten::repeat": "TorchNeuron lowers it as one op",
-    "aten::constant_pad_nd": "TorchNeuron lowers it as one op",
-    "aten::mean": "TorchNeuron lowers it as one op",
-    "aten::masked_fill": "TorchNeuron lowers it as one op",
-    "aten::slice_backward": "TorchNeuron lowers it as one op",
-    "aten::clone": "one copy instead of empty_like + copy_",
-    "aten::add": "scalar overloads wrap the scalar and redispatch",
-    "aten::sub": "scalar overloads wrap the scalar and redispatch",
-    "aten::mul": "scalar overloads wrap the scalar and redispatch",
-    "aten::div": "scalar overloads wrap the scalar and redispatch",
-    "aten::add_": "scalar overloads wrap the scalar and redispatch",
-    "aten::sub_": "scalar overloads wrap the scalar and redispatch",
-    "aten::mul_": "scalar overloads wrap the scalar and redispatch",
-    "aten::div_": "scalar overloads wrap the scalar and redispatch",
-}
-
-
-# op-name prefix -> why every op with it is run whole
-WHOLE_OP_FAMILIES = {
-    "aten::_foreach_": "optimizers: one op per parameter list instead of one per tensor",
-}
+from localneuron.ops.op_records import WHOLE, WHOLE_INCLUDING_OUT, record
 
 STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
 
@@ -53,8 +21,10 @@ def route_whole_ops() -> None:
             _C.route_whole(qualified.split("::")[1])
     for qualified in torch._C._dispatch_get_all_op_names():
         name, _, overload = qualified.partition(".")
-        listed = name in WHOLE_OPS or name.startswith(tuple(WHOLE_OP_FAMILIES))
-        if listed and not overload.endswith("out") and _decomposes_on_device(qualified):
+        r = record(name, overload)
+        run = r.run if r is not None else None
+        whole = run == WHOLE_INCLUDING_OUT or (run == WHOLE and not overload.endswith("out"))
+        if whole and _decomposes_on_device(qualified):
             _C.route_whole(qualified.split("::")[1])
 
 

@@ -1,0 +1,110 @@
+"""Host kernels that do not compute what an accelerator computes, and what the device runs instead.
+
+The device runs ops as the host's CPU kernels. Where a CPU kernel refuses a dtype an accelerator
+accepts, or gets it wrong, the device runs the replacement below for the signatures it `applies` to
+(on host copies of the inputs, results written back like a fallback, but counted as a native op).
+Each replacement computes in float32 what the CPU kernel would compute at full precision.
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class HostKernelFix:
+    quirk: str  # what the CPU kernel does wrong
+    applies: Callable  # (args, kwargs) -> bool, on the device arguments
+    kernel: Callable  # (op, *host_args, **host_kwargs) -> result, with op's schema
+
+
+def _histc_needs_fix(args, kwargs) -> bool:
+    x = args[0]
+    return not x.is_floating_point() or x.dtype in LOW_PRECISION
+
+
+def _histc(op, x, bins=100, min=0, max=0, *, out=None):
+    # Integer input (MoE routers count tokens per expert this way on accelerators): exact counts in
+    # the input's dtype, as CUDA returns them. Low precision: counted in float32, rounded once.
+    counts = torch.histc(x.to(torch.float64 if not x.is_floating_point() else torch.float32), bins, min, max)
+    counts = counts.to(x.dtype)
+    if out is None:
+        return counts
+    return out.resize_(counts.shape).copy_(counts)
+
+
+def _sgd_needs_fix(args, kwargs) -> bool:
+    return any(p.dtype in LOW_PRECISION for p in args[0])
+
+
+def _fused_sgd(op, params, grads, momentum_buffers, *, weight_decay, momentum, lr, dampening, nesterov,
+               maximize, is_first_step, grad_scale=None, found_inf=None):
+    if found_inf is not None and found_inf.item() == 1.0:
+        return None
+    lr = float(lr)
+    for i, (p, g) in enumerate(zip(params, grads)):
+        step = g.float()
+        if grad_scale is not None:
+            step = step / grad_scale.float()
+        if maximize:
+            step = -step
+        if weight_decay:
+            step = step + weight_decay * p.float()
+        if momentum:
+            buf = momentum_buffers[i]
+            new_buf = step if is_first_step else momentum * buf.float() + (1 - dampening) * step
+            buf.copy_(new_buf)
+            step = step + momentum * new_buf if nesterov else new_buf
+        p.copy_(p.float() - lr * step)
+    return None
+
+
+def _batch_norm_parameters(args) -> list:
+    x, params = args[0], [t for t in args[1:5] if isinstance(t, torch.Tensor)]
+    return x, params
+
+
+def _mixed_batch_norm(args, kwargs) -> bool:
+    # CPU accepts low-precision input with parameters all of the input's dtype or all float32
+    x, params = _batch_norm_parameters(args)
+    dtypes = {p.dtype for p in params}
+    return x.dtype in LOW_PRECISION and not dtypes <= {x.dtype} and not dtypes <= {torch.float32}
+
+
+def _float(t):
+    return t.float() if isinstance(t, torch.Tensor) else t
+
+
+def _native_batch_norm(op, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    stats = [_float(running_mean), _float(running_var)]
+    result = op(x, _float(weight), _float(bias), *stats, training, momentum, eps)
+    for original, computed in zip((running_mean, running_var), stats):
+        if isinstance(original, torch.Tensor) and original is not computed:
+            original.copy_(computed)
+    return result
+
+
+def _mixed_batch_norm_backward(args, kwargs) -> bool:
+    grad_out, x, weight, running_mean, running_var = args[:5]
+    return _mixed_batch_norm((x, weight, None, running_mean, running_var), kwargs)
+
+
+def _native_batch_norm_backward(op, grad_out, x, weight, running_mean, running_var, save_mean, save_invstd,
+                                train, eps, output_mask):
+    grad_input, grad_weight, grad_bias = op(grad_out, x, _float(weight), _float(running_mean), _float(running_var),
+                                            _float(save_mean), _float(save_invstd), train, eps, output_mask)
+    if weight is not None:
+        grad_weight = grad_weight.to(weight.dtype) if grad_weight is not None else None
+        grad_bias = grad_bias.to(weight.dtype) if grad_bias is not None else None
+    return grad_input, grad_weight, grad_bias
+
+
+HISTC = HostKernelFix("histogram_cpu refuses integer inputs and counts in the input's low precision (saturates)",
+                      _histc_needs_fix, _histc)
+FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat16 parameters",
+                          _sgd_needs_fix, _fused_sgd)
+BATCH_NORM = HostKernelFix("CPU batch_norm refuses low-precision input with mixed float32/low-precision parameters",
+                           _mixed_batch_norm, _native_batch_norm)
+BATCH_NORM_BACKWARD = HostKernelFix("as native_batch_norm", _mixed_batch_norm_backward, _native_batch_norm_backward)

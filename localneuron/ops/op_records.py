@@ -1,0 +1,495 @@
+"""One record per ATen op: everything the device decides about an op, in one table (OpInfo style).
+
+Key: "aten::name" (every overload) or "aten::name.overload" (that overload only). An op without a
+record is native, run through PyTorch's dispatch, and reported as "not confirmed by the support table".
+
+    support   TorchNeuron's rule from its support table: NATIVE or CPU_FALLBACK (source: torch-neuronx
+              snapshot 2026-04-21 python_ops/torch_mlir/ops/*.py, python_ops/__init__.py,
+              python_ops/{copy,to_copy,grouped_mm}.py, python_ops/cpu_fallback_registrations.py,
+              csrc/aten/{NeuronNativeFunctions,TensorShape}.cpp, docs/ops.html). In-place variants (add_)
+              share the rule of their functional op (add) when they have no record of their own.
+    fallback_dtypes  dtypes a NATIVE op does not cover, run as CPU fallback (only where the source says so)
+    run       WHOLE: the executor runs the composite op whole instead of its device decomposition (out=
+              overloads keep their kernels); WHOLE_INCLUDING_OUT: every overload, out= included;
+              decompose(fn): the device runs fn (decompositions.py) instead of a CUDA-only kernel
+    index_args_64bit_exempt  its int64 tensors are indices, used directly instead of computed in int32
+    quirk     the CPU kernel differs from an accelerator for some signatures; the fix runs instead
+              (host_kernel_fixes.py)
+    unsupported  the error for a feature Neuron does not have (features.py)
+    writes    arguments the op updates although its schema does not mark them written
+    why       the reason, where the entry is special
+
+The estimated-time rule of an op lives in runtime/cost_model.py (the runtime layer is below this one).
+"""
+from dataclasses import dataclass
+from typing import Callable
+
+from localneuron.ops.decompositions import (
+    addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
+    batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
+    efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
+    fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
+    tensor_split_by_tensor,
+)
+from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
+from localneuron.ops.host_kernel_fixes import BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, HISTC, HostKernelFix
+
+NATIVE = "native"
+CPU_FALLBACK = "cpu_fallback"
+WHOLE = "whole"
+WHOLE_INCLUDING_OUT = "whole, out= included"
+
+
+@dataclass(frozen=True)
+class Decompose:
+    fn: Callable
+    autograd: bool = False  # a CompositeImplicitAutograd op: its decomposition also serves autograd
+
+    def __str__(self) -> str:
+        return f"decompose({self.fn.__name__})"
+
+
+def decompose(fn: Callable, autograd: bool = False) -> Decompose:
+    return Decompose(fn, autograd)
+
+
+@dataclass(frozen=True)
+class Record:
+    support: str | None = None
+    fallback_dtypes: tuple[str, ...] = ()
+    run: str | Decompose | None = None
+    index_args_64bit_exempt: bool = False
+    quirk: HostKernelFix | None = None
+    unsupported: str | None = None
+    writes: tuple[str, ...] = ()
+    why: str = ""
+
+
+# reasons shared by many records
+RNG = "RNG: no device RNG, no Neuron kernel in the snapshot"
+HOST_ROUTED = "explicitly routed to the host (cpu_fallback_registrations.py)"
+NO_KERNEL_UNIMPLEMENTED = "no Neuron kernel in the snapshot; unimplemented in docs/ops.html"
+DOCS_ONLY = "marked implemented only in docs/ops.html"
+FOREACH = "optimizers: one op per parameter list instead of one per tensor"
+CELL = "CUDA-only fused RNN cell; aten::lstm / aten::gru pick it for any non-CPU input"
+ATTENTION = "CUDA-only attention kernel, reached by direct calls"
+SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator"
+OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
+
+OPS = {
+    "aten::_convolution": Record(run=WHOLE, why="would end in convolution_overrideable, a hook every device must implement"),
+    "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY),
+    "aten::_efficient_attention_backward": Record(run=decompose(efficient_attention_backward), why=ATTENTION),
+    "aten::_efficient_attention_forward": Record(run=decompose(efficient_attention_forward), why=ATTENTION),
+    "aten::_embedding_bag": Record(index_args_64bit_exempt=True),
+    "aten::_embedding_bag_backward": Record(index_args_64bit_exempt=True),
+    "aten::_flash_attention_backward": Record(run=decompose(flash_attention_backward), why=ATTENTION),
+    "aten::_flash_attention_forward": Record(run=decompose(flash_attention_forward), why=ATTENTION),
+    "aten::_foreach_abs": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_abs_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_acos": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_acos_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_add": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_add_": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_addcdiv": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_addcdiv_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_addcmul": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_addcmul_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_asin": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_asin_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_atan": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_atan_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_ceil": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_ceil_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_clamp_max": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_clamp_max_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_clamp_min": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_clamp_min_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_clone": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_copy": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_copy_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_cos": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_cos_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_cosh": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_cosh_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_div": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_div_": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_erf": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_erf_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_erfc": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_erfc_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_exp": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_exp_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_expm1": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_expm1_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_floor": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_floor_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_frac": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_frac_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_lerp": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_lerp_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_lgamma": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_lgamma_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log10": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log10_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log1p": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log1p_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log2": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log2_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_log_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_max": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_maximum": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_maximum_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_minimum": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_minimum_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_mm": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_mul": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_mul_": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_neg": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_neg_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_norm": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_pow": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_pow_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_powsum": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_reciprocal": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_reciprocal_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_round": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_round_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_rsqrt": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_rsqrt_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sigmoid": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sigmoid_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sign": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sign_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sin": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sin_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sinh": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sinh_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sqrt": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sqrt_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_sub": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_sub_": Record(NATIVE, run=WHOLE, why=FOREACH),
+    "aten::_foreach_tan": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_tan_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_tanh": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_tanh_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_trunc": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_trunc_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_zero": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_zero_": Record(run=WHOLE, why=FOREACH),
+    "aten::_fused_adamw_": Record(NATIVE),
+    "aten::_fused_rms_norm": Record(NATIVE),
+    "aten::_fused_rms_norm_backward": Record(NATIVE),
+    "aten::_fused_sgd_": Record(quirk=FUSED_SGD),
+    "aten::_grouped_mm": Record(NATIVE),
+    "aten::_has_compatible_shallow_copy_type": Record(NATIVE),
+    "aten::_index_put_impl_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::_linalg_det": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::_linalg_eigh": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::_linalg_slogdet": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::_linalg_svd": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::_local_scalar_dense": Record(NATIVE, why="reads the value back through a host copy"),
+    "aten::_log_softmax": Record(NATIVE),
+    "aten::_log_softmax_backward_data": Record(NATIVE),
+    "aten::_native_multi_head_attention": Record(NATIVE),
+    "aten::_nested_from_padded": Record(unsupported=NESTED),
+    "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
+    "aten::_nested_tensor_from_tensor_list": Record(unsupported=NESTED),
+    "aten::_reshape_alias": Record(NATIVE),
+    "aten::_scaled_dot_product_fused_attention_overrideable": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook for fused SDPA; its default raises"),
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook's backward; its default raises"),
+    "aten::_scaled_mm": Record(CPU_FALLBACK, why="no Neuron kernel in the snapshot"),
+    "aten::_softmax": Record(NATIVE),
+    "aten::_softmax_backward_data": Record(NATIVE),
+    "aten::_thnn_fused_gru_cell": Record(run=decompose(fused_gru_cell), why=CELL),
+    "aten::_thnn_fused_gru_cell_backward": Record(run=decompose(fused_gru_cell_backward), why=CELL),
+    "aten::_thnn_fused_lstm_cell": Record(run=decompose(fused_lstm_cell), why=CELL),
+    "aten::_thnn_fused_lstm_cell_backward_impl": Record(run=decompose(fused_lstm_cell_backward_impl), why=CELL),
+    "aten::_to_copy": Record(NATIVE),
+    "aten::_to_sparse": Record(unsupported=SPARSE),
+    "aten::_to_sparse_bsc": Record(unsupported=SPARSE),
+    "aten::_to_sparse_bsr": Record(unsupported=SPARSE),
+    "aten::_to_sparse_csc": Record(unsupported=SPARSE),
+    "aten::_to_sparse_csr": Record(unsupported=SPARSE),
+    "aten::_unique2": Record(index_args_64bit_exempt=True),
+    "aten::_upsample_bicubic2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::_upsample_bicubic2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::_upsample_bilinear2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::_upsample_bilinear2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::abs": Record(NATIVE),
+    "aten::add": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::add_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::addcdiv": Record(NATIVE),
+    "aten::addcmul": Record(NATIVE),
+    "aten::addmm": Record(NATIVE),
+    "aten::addmm.dtype": Record(run=decompose(addmm_dtype), why=OUT_DTYPE),
+    "aten::addmv": Record(NATIVE),
+    "aten::addmv_": Record(NATIVE),
+    "aten::all": Record(NATIVE),
+    "aten::amax": Record(NATIVE),
+    "aten::amin": Record(NATIVE),
+    "aten::any": Record(NATIVE),
+    "aten::arange": Record(NATIVE),
+    "aten::argmax": Record(index_args_64bit_exempt=True),
+    "aten::argmin": Record(index_args_64bit_exempt=True),
+    "aten::argsort": Record(CPU_FALLBACK, index_args_64bit_exempt=True, why="stable overload computed on the host (csrc/aten/TensorShape.cpp)"),
+    "aten::as_strided": Record(NATIVE),
+    "aten::baddbmm.dtype": Record(run=decompose(baddbmm_dtype), why=OUT_DTYPE),
+    "aten::batch_norm_backward_elemt": Record(NATIVE, run=decompose(batch_norm_backward_elemt), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_backward_reduce": Record(NATIVE, run=decompose(batch_norm_backward_reduce), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_elemt": Record(NATIVE, run=decompose(batch_norm_elemt), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_gather_stats": Record(run=decompose(batch_norm_gather_stats), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_gather_stats_with_counts": Record(NATIVE, run=decompose(batch_norm_gather_stats_with_counts), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_stats": Record(NATIVE, run=decompose(batch_norm_stats), why=SYNC_BATCH_NORM),
+    "aten::bernoulli": Record(CPU_FALLBACK, why=RNG),
+    "aten::bernoulli_": Record(CPU_FALLBACK, why=RNG),
+    "aten::bincount": Record(index_args_64bit_exempt=True),
+    "aten::bitwise_and": Record(NATIVE),
+    "aten::bitwise_left_shift": Record(NATIVE),
+    "aten::bitwise_not": Record(NATIVE),
+    "aten::bitwise_or": Record(NATIVE),
+    "aten::bitwise_right_shift": Record(NATIVE),
+    "aten::bitwise_xor": Record(NATIVE),
+    "aten::bmm": Record(NATIVE),
+    "aten::bmm.dtype": Record(run=decompose(bmm_dtype), why=OUT_DTYPE),
+    "aten::cat": Record(NATIVE),
+    "aten::cauchy_": Record(CPU_FALLBACK, why=RNG),
+    "aten::ceil": Record(NATIVE),
+    "aten::cholesky_inverse": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::clamp": Record(NATIVE),
+    "aten::clamp_max": Record(NATIVE),
+    "aten::clamp_min": Record(NATIVE),
+    "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_"),
+    "aten::constant_pad_nd": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
+    "aten::contiguous": Record(NATIVE, why=DOCS_ONLY),
+    "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable"),
+    "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable"),
+    "aten::copy_": Record(NATIVE),
+    "aten::cos": Record(NATIVE),
+    "aten::cumsum": Record(NATIVE),
+    "aten::div": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::div_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::dot": Record(NATIVE),
+    "aten::embedding": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="decomposes into index_select"),
+    "aten::embedding_dense_backward": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::empty": Record(NATIVE),
+    "aten::empty_strided": Record(NATIVE),
+    "aten::eq": Record(NATIVE),
+    "aten::erf": Record(NATIVE),
+    "aten::erfinv": Record(NATIVE),
+    "aten::exp": Record(NATIVE),
+    "aten::exponential_": Record(CPU_FALLBACK, why=RNG),
+    "aten::eye": Record(NATIVE),
+    "aten::fill_": Record(NATIVE),
+    "aten::flip": Record(NATIVE),
+    "aten::floor_divide": Record(NATIVE),
+    "aten::full": Record(NATIVE),
+    "aten::gather": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::gather_backward": Record(index_args_64bit_exempt=True),
+    "aten::ge": Record(NATIVE),
+    "aten::gelu": Record(NATIVE),
+    "aten::gelu_": Record(NATIVE),
+    "aten::gelu_backward": Record(NATIVE),
+    "aten::geometric_": Record(CPU_FALLBACK, why=RNG),
+    "aten::gt": Record(NATIVE),
+    "aten::histc": Record(NATIVE, quirk=HISTC),
+    "aten::index": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_add": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_add_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_copy": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_copy_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_fill": Record(index_args_64bit_exempt=True),
+    "aten::index_fill_": Record(index_args_64bit_exempt=True),
+    "aten::index_put": Record(index_args_64bit_exempt=True),
+    "aten::index_put_": Record(index_args_64bit_exempt=True),
+    "aten::index_select": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_select_backward": Record(NATIVE),
+    "aten::isfinite": Record(NATIVE),
+    "aten::isinf": Record(NATIVE),
+    "aten::isnan": Record(NATIVE),
+    "aten::isneginf": Record(NATIVE),
+    "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel)"),
+    "aten::kthvalue": Record(index_args_64bit_exempt=True),
+    "aten::le": Record(NATIVE),
+    "aten::lerp": Record(NATIVE),
+    "aten::lerp_": Record(NATIVE),
+    "aten::linalg_cholesky_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::linalg_inv_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::linalg_ldl_factor_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::linalg_lu_factor_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::linalg_qr": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::linalg_vector_norm": Record(NATIVE),
+    "aten::linear": Record(NATIVE),
+    "aten::linear_backward": Record(NATIVE),
+    "aten::log": Record(NATIVE),
+    "aten::log_normal_": Record(CPU_FALLBACK, why=RNG),
+    "aten::log_softmax": Record(NATIVE),
+    "aten::logical_and": Record(NATIVE),
+    "aten::logical_not": Record(NATIVE),
+    "aten::logical_or": Record(NATIVE),
+    "aten::logical_xor": Record(NATIVE),
+    "aten::lt": Record(NATIVE),
+    "aten::masked_fill": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
+    "aten::masked_fill_": Record(NATIVE),
+    "aten::masked_select": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::max": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::max_pool2d_with_indices": Record(index_args_64bit_exempt=True),
+    "aten::max_pool2d_with_indices_backward": Record(index_args_64bit_exempt=True),
+    "aten::max_pool3d_with_indices": Record(index_args_64bit_exempt=True),
+    "aten::max_pool3d_with_indices_backward": Record(index_args_64bit_exempt=True),
+    "aten::max_unpool2d": Record(index_args_64bit_exempt=True),
+    "aten::mean": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
+    "aten::min": Record(index_args_64bit_exempt=True),
+    "aten::mm": Record(NATIVE),
+    "aten::mm.dtype": Record(run=decompose(mm_dtype), why=OUT_DTYPE),
+    "aten::mode": Record(run=WHOLE_INCLUDING_OUT, index_args_64bit_exempt=True, why="mode.values accepts only CPU, CUDA and XPU tensors"),
+    "aten::mse_loss": Record(run=WHOLE, why="its out= decomposition resizes a 0-dim output, which PyTorch warns about"),
+    "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::mul_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::multi_margin_loss": Record(index_args_64bit_exempt=True),
+    "aten::multinomial": Record(CPU_FALLBACK, why=RNG),
+    "aten::mv": Record(NATIVE),
+    "aten::native_batch_norm": Record(quirk=BATCH_NORM, writes=("running_mean", "running_var"), why="its schema does not mark the running statistics it updates"),
+    "aten::native_batch_norm_backward": Record(quirk=BATCH_NORM_BACKWARD),
+    "aten::native_dropout": Record(NATIVE, why="keep-mask drawn with host RNG, then applied on device"),
+    "aten::native_dropout_backward": Record(NATIVE),
+    "aten::native_group_norm": Record(run=WHOLE, why="decomposes into five ops, each rounding to bf16"),
+    "aten::native_layer_norm": Record(NATIVE, run=WHOLE, why="decomposes into batch_norm on a reshaped input"),
+    "aten::native_layer_norm_backward": Record(NATIVE),
+    "aten::ne": Record(NATIVE),
+    "aten::neg": Record(NATIVE),
+    "aten::neg_": Record(NATIVE, why=DOCS_ONLY),
+    "aten::new_empty": Record(NATIVE),
+    "aten::nll_loss2d_backward": Record(index_args_64bit_exempt=True),
+    "aten::nll_loss2d_forward": Record(index_args_64bit_exempt=True),
+    "aten::nll_loss_backward": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::nll_loss_forward": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::nonzero": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::nonzero_static": Record(NATIVE),
+    "aten::normal": Record(CPU_FALLBACK, why=RNG),
+    "aten::normal_": Record(CPU_FALLBACK, why=RNG),
+    "aten::one_hot": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::ones": Record(NATIVE),
+    "aten::ones_like": Record(NATIVE),
+    "aten::poisson": Record(CPU_FALLBACK, why=RNG),
+    "aten::pow": Record(NATIVE),
+    "aten::put_": Record(index_args_64bit_exempt=True),
+    "aten::quantize_per_channel": Record(unsupported=QUANTIZED),
+    "aten::quantize_per_tensor": Record(unsupported=QUANTIZED),
+    "aten::rand": Record(CPU_FALLBACK, why=RNG),
+    "aten::rand_like": Record(CPU_FALLBACK, why=RNG),
+    "aten::randint": Record(CPU_FALLBACK, why=RNG),
+    "aten::randint_like": Record(CPU_FALLBACK, why=RNG),
+    "aten::randn": Record(CPU_FALLBACK, why=RNG),
+    "aten::randn_like": Record(CPU_FALLBACK, why=RNG),
+    "aten::random_": Record(CPU_FALLBACK, why=RNG),
+    "aten::randperm": Record(CPU_FALLBACK, why=RNG),
+    "aten::reciprocal": Record(NATIVE),
+    "aten::reciprocal_": Record(NATIVE),
+    "aten::reflection_pad1d": Record(NATIVE),
+    "aten::reflection_pad2d": Record(NATIVE),
+    "aten::reflection_pad3d": Record(NATIVE),
+    "aten::relu": Record(NATIVE),
+    "aten::relu_": Record(NATIVE),
+    "aten::remainder": Record(NATIVE),
+    "aten::repeat": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
+    "aten::repeat_interleave": Record(NATIVE),
+    "aten::replication_pad1d": Record(NATIVE),
+    "aten::replication_pad2d": Record(NATIVE),
+    "aten::replication_pad3d": Record(NATIVE),
+    "aten::resize_": Record(NATIVE),
+    "aten::rms_norm": Record(NATIVE, why="registered only for torch >= 2.9"),
+    "aten::rsqrt": Record(NATIVE),
+    "aten::scalar_tensor": Record(NATIVE),
+    "aten::scatter": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::scatter_": Record(NATIVE, index_args_64bit_exempt=True, why=DOCS_ONLY),
+    "aten::scatter_add": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::scatter_add_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::scatter_reduce": Record(index_args_64bit_exempt=True),
+    "aten::scatter_reduce_": Record(index_args_64bit_exempt=True),
+    "aten::searchsorted": Record(index_args_64bit_exempt=True),
+    "aten::select_backward": Record(CPU_FALLBACK, why="C++ kernel computes on the host (csrc/aten/TensorShape.cpp)"),
+    "aten::set_": Record(NATIVE),
+    "aten::sgn": Record(NATIVE),
+    "aten::sigmoid": Record(NATIVE),
+    "aten::sigmoid_backward": Record(NATIVE),
+    "aten::sign": Record(NATIVE),
+    "aten::signbit": Record(NATIVE),
+    "aten::silu": Record(NATIVE),
+    "aten::silu_backward": Record(NATIVE),
+    "aten::sin": Record(NATIVE),
+    "aten::slice_backward": Record(NATIVE, run=WHOLE, why="MLIR kernel; a host-side C++ variant also exists in csrc/aten/TensorShape.cpp; run whole: TorchNeuron lowers it as one op"),
+    "aten::softmax": Record(NATIVE),
+    "aten::softplus": Record(NATIVE),
+    "aten::softplus_backward": Record(NATIVE),
+    "aten::sort": Record(index_args_64bit_exempt=True),
+    "aten::sqrt": Record(NATIVE),
+    "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY),
+    "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
+    "aten::sub": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::sub_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::sum": Record(NATIVE),
+    "aten::take": Record(index_args_64bit_exempt=True),
+    "aten::tanh": Record(NATIVE),
+    "aten::tanh_backward": Record(NATIVE),
+    "aten::tensor_split.tensor_indices_or_sections": Record(run=decompose(tensor_split_by_tensor, autograd=True), why="its composite code wants the indices on the CPU (on CUDA too)"),
+    "aten::threshold": Record(NATIVE),
+    "aten::threshold_backward": Record(NATIVE),
+    "aten::to_mkldnn": Record(unsupported=MKLDNN),
+    "aten::to_sparse": Record(unsupported=SPARSE),
+    "aten::to_sparse_csr": Record(unsupported=SPARSE),
+    "aten::topk": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::triangular_solve": Record(CPU_FALLBACK, why=HOST_ROUTED),
+    "aten::tril": Record(NATIVE),
+    "aten::triu": Record(NATIVE),
+    "aten::trunc": Record(NATIVE),
+    "aten::unfold": Record(NATIVE),
+    "aten::uniform_": Record(CPU_FALLBACK, why=RNG),
+    "aten::unique_dim": Record(index_args_64bit_exempt=True),
+    "aten::upsample_bicubic2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::upsample_bicubic2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::upsample_bilinear2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::upsample_bilinear2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::value_selecting_reduction_backward": Record(NATIVE),
+    "aten::view": Record(NATIVE),
+    "aten::where": Record(NATIVE),
+    "aten::zero_": Record(NATIVE),
+    "aten::zeros": Record(NATIVE),
+}
+
+
+def record(op: str, overload: str = "") -> Record | None:
+    """The record of "aten::name" called with `overload`: the overload's own record, else the op's."""
+    return (overload and OPS.get(f"{op}.{overload}")) or OPS.get(op)
+
+
+def describe(op: str, r: Record) -> str:
+    """One line for `localneuron info --ops`: the op and the fields its record sets."""
+    fields = [f"support={r.support or 'unlisted'}"]
+    if r.fallback_dtypes:
+        fields.append(f"fallback_dtypes={','.join(r.fallback_dtypes)}")
+    if r.run is not None:
+        fields.append(f"run={r.run}")
+    if r.index_args_64bit_exempt:
+        fields.append("index_args_64bit_exempt")
+    if r.quirk is not None:
+        fields.append(f"quirk={r.quirk.quirk}")
+    if r.unsupported:
+        fields.append(f"unsupported={r.unsupported}")
+    if r.writes:
+        fields.append(f"writes={','.join(r.writes)}")
+    if r.why:
+        fields.append(f"why={r.why}")
+    return f"{op}: " + "; ".join(fields)
+
+
+# -- the views the rest of the device reads --
+OP_SUPPORT = {op: r.support for op, r in OPS.items() if r.support}
+DTYPE_EXCEPTIONS = {op: r.fallback_dtypes for op, r in OPS.items() if r.fallback_dtypes}
+WHOLE_OPS = {op: r.why for op, r in OPS.items() if r.run in (WHOLE, WHOLE_INCLUDING_OUT)}
+INDEX_OPS = frozenset(op for op, r in OPS.items() if r.index_args_64bit_exempt)
+UNSUPPORTED = {op: r.unsupported for op, r in OPS.items() if r.unsupported}
+HOST_KERNEL_FIXES = {op: r.quirk for op, r in OPS.items() if r.quirk}
+DECOMPOSITIONS = {op: r.run for op, r in OPS.items() if isinstance(r.run, Decompose)}
+UNMARKED_WRITES = {op: list(r.writes) for op, r in OPS.items() if r.writes}
