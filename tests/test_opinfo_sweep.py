@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import opinfo_sweep  # noqa: E402
+import sweep_pool  # noqa: E402
 
 MIN_MATCH_PCT = 97.0
 
@@ -95,7 +96,7 @@ def test_comparison_is_strict():
 def test_crash_is_isolated_and_recorded(monkeypatch):
     # A worker that dies on an op (here a forced segfault) costs only that op: it is recorded as a
     # crash, confirmed alone in a fresh process, and the other ops still run.
-    monkeypatch.setenv(opinfo_sweep.FAULTS_VAR, "crash:neg")
+    monkeypatch.setenv(sweep_pool.FAULTS_VAR, "crash:neg")
     result = opinfo_sweep.run_sweep(["abs", "neg", "add"], n_workers=1)
     by_op = {r["op"]: r for r in result["records"]}
     assert by_op["neg"]["status"] == "fail"
