@@ -7,7 +7,9 @@ timeout, a fresh worker continues with the rest of the list, and at the end the 
 fresh process to tell "also alone" from "in sequence only". A total time budget stops handing out ops;
 the ops left are recorded as skipped for that reason.
 
-Protocol (worker stdout, one line each): READY, then per op "START name" and "RESULT {json record}".
+Protocol (worker stdout, one line each): READY, then per op "START name", any number of "NOTE text" (what
+the worker is doing now: the last one is kept with a crash record, e.g. whether the CPU or the device call
+died) and "RESULT {json record}".
 """
 import json
 import os
@@ -25,6 +27,12 @@ WORKER_START_TIMEOUT_S = 120.0  # importing torch (+ op_db) on a busy 2-core mac
 def first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def note(text: str) -> None:
+    """Worker side: say what is about to run, so that a crash record can tell."""
+    sys.stdout.write("NOTE " + text + "\n")
+    sys.stdout.flush()
 
 
 def serve(run_one, hang_seconds: float) -> None:
@@ -63,6 +71,7 @@ class Worker:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, bufsize=1, env=env)
         self.current: str | None = None
+        self.last_note = ""
         self.deadline = time.time() + WORKER_START_TIMEOUT_S
         self.ready = False
         self.timed_out = None
@@ -75,6 +84,7 @@ class Worker:
 
     def send(self, name: str):
         self.current = name
+        self.last_note = ""
         self.deadline = time.time() + self.op_timeout
         self.proc.stdin.write(name + "\n")
         self.proc.stdin.flush()
@@ -101,7 +111,9 @@ class Worker:
             self.kill()
 
 
-def _dead_record(name, kind, detail):
+def _dead_record(name, kind, detail, during):
+    if during:
+        detail = f"during {during}; {detail}" if detail else f"during {during}"
     return {"op": name, "status": "fail", "crash": kind, "detail": detail,
             "error": f"{kind}: {detail}" if detail else kind}
 
@@ -140,7 +152,7 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at):
             w.proc.wait()
             if w.current is not None:
                 kind = w.timed_out or f"crash, exit code {w.proc.returncode}"
-                results[w.current] = _dead_record(w.current, kind, w.stderr_tail())
+                results[w.current] = _dead_record(w.current, kind, w.stderr_tail(), w.last_note)
                 w.current = None
             elif not w.ready:
                 raise RuntimeError(f"sweep worker failed to start: {w.stderr_tail()}")
@@ -150,6 +162,8 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at):
         if line == "READY":
             w.ready = True
             feed(w)
+        elif line.startswith("NOTE "):
+            w.last_note = line[len("NOTE "):]
         elif line.startswith("RESULT "):
             record = json.loads(line[len("RESULT "):])
             results[record["op"]] = record

@@ -1,0 +1,363 @@
+"""Dispatcher-surface sweep: every ATen overload with a CPU kernel, called with inputs built from its
+schema, on CPU and on ``neuron``, compared.
+
+An overload is swept when the dispatcher has a CPU kernel for it (CPU, or a CompositeImplicit/Explicit
+kernel that serves the CPU). For each dtype of DTYPES, tests/schema_inputs.py proposes calls in order;
+the first one the CPU runs is the call for that dtype (none: "no valid generated call" for that dtype).
+Its inputs, copied to ``neuron`` beforehand (the CPU may mutate them), then run on the device, and the
+results are compared with the CPU's (tests/sweep_compare.py: values, dtypes, shapes, device), and so are
+the tensor arguments afterwards (in-place and out= mutations). Both sides run under the same
+torch.manual_seed: the device generator follows the host's, so random ops are compared on values too,
+except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Ops returning uninitialized memory
+are compared on shape and dtype.
+
+Per overload: pass (every dtype with a valid call matched), fail (a mismatch or an error on neuron, or
+the worker crashed / hung on it: "crash"), skip (with the reason: no generator for an argument type,
+no valid generated call in any dtype, SKIPS, or the total time budget ran out).
+
+Crash isolation and time budgets: tests/sweep_pool.py (per op: OP_TIMEOUT_S in a worker, OP_BUDGET_S of
+tries inside it; total: --budget).
+
+Usage: python tests/dispatcher_sweep.py [--ops aten::add.Tensor,...] [--fast] [--workers N] [--budget S]
+                                        [--json out.json] [--markdown docs/dispatcher-sweep.md]
+                                        [--write-expected] [--failures-only]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import expected_status  # noqa: E402
+import schema_inputs  # noqa: E402
+import sweep_compare  # noqa: E402
+import sweep_pool  # noqa: E402
+
+DTYPE_NAMES = ("float32", "bfloat16", "float16", "int64", "bool")
+SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int64": "i64", "bool": "b8"}
+CPU_KERNEL_KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                   "CompositeExplicitAutogradNonFunctional")
+OP_TIMEOUT_S = float(os.environ.get("DISPATCHER_SWEEP_OP_TIMEOUT", "60"))
+OP_BUDGET_S = 10.0  # tries of one overload (all dtypes) stop after this; the worker timeout is the hard limit
+TOTAL_BUDGET_S = float(os.environ.get("DISPATCHER_SWEEP_BUDGET", "3600"))
+MAX_CANDIDATES = 48  # calls tried per dtype before "no valid generated call"
+SEED = 1234
+EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "dispatcher_status.py")
+
+# Overloads not swept at all, with the reason.
+SKIPS: dict[str, str] = {
+}
+
+# Random ops whose device stream legitimately differs from the CPU's: compared on shape, dtype, moments.
+RNG_STREAM_DIFFERS: dict[str, str] = {
+}
+
+UNINITIALIZED_NAME_PARTS = ("empty",)  # outputs hold uninitialized memory: shape and dtype only
+
+# The default (fast) tier: every FAST_STRIDE-th swept overload, plus the overloads behind known failure
+# classes (issue 9), so a regression in any of them shows without the full sweep.
+FAST_STRIDE = 25
+FAST_NAMED = (
+    "aten::histc", "aten::mode", "aten::kaiser_window", "aten::lstm_cell", "aten::gru_cell", "aten::gcd",
+    "aten::logit_backward", "aten::_embedding_bag", "aten::grid_sampler_2d_backward", "aten::_efficientzerotensor",
+    "aten::tensor_split.tensor_indices_or_sections", "aten::index_put_", "aten::add.Tensor", "aten::add_.Tensor",
+    "aten::add.out", "aten::max.dim", "aten::bernoulli", "aten::randn", "aten::normal.Tensor_float",
+    "aten::native_batch_norm", "aten::_fused_sgd_",
+)
+
+
+def all_overloads() -> list[str]:
+    import torch
+
+    return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::"))
+
+
+def has_cpu_kernel(name: str) -> bool:
+    import torch
+
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k) for k in CPU_KERNEL_KEYS)
+
+
+def swept_overloads() -> list[str]:
+    return [n for n in all_overloads() if has_cpu_kernel(n)]
+
+
+def fast_overloads() -> list[str]:
+    swept = swept_overloads()
+    named = set(FAST_NAMED) & set(swept)
+    return [n for i, n in enumerate(swept) if i % FAST_STRIDE == 0 or n in named]
+
+
+def _split(full: str) -> tuple[str, str]:
+    name, _, overload = full.partition(".")
+    return name, overload
+
+
+def resolve(full: str):
+    import torch
+
+    name, overload = _split(full)
+    packet = getattr(torch.ops.aten, name[len("aten::"):])
+    return getattr(packet, overload or "default")
+
+
+# ----------------------------------------------------------------------------------------------------
+# worker side
+
+
+def _describe(obj) -> str:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return f"{SHORT.get(str(obj.dtype).split('.')[1], str(obj.dtype).split('.')[1])}{list(obj.shape)}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ", ".join(_describe(x) for x in obj) + "]"
+    return repr(obj)
+
+
+def describe_call(args, kwargs) -> str:
+    return "(" + ", ".join([_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]) + ")"
+
+
+def _moments_match(cpu_out, dev_out):
+    """Random ops with another stream: same shapes/dtypes (checked by compare) and similar mean/std."""
+    import torch
+
+    for c, d in zip(sweep_compare.flatten(cpu_out), sweep_compare.flatten(dev_out)):
+        if isinstance(c, torch.Tensor) and c.is_floating_point() and c.numel() > 1:
+            c, d = c.double(), d.to("cpu").double()
+            scale = float(c.std()) + 1e-3
+            if abs(float(c.mean()) - float(d.mean())) > 3 * scale or abs(float(c.std()) - float(d.std())) > 3 * scale:
+                raise AssertionError(f"moments differ: mean {float(d.mean()):.3g} vs CPU {float(c.mean()):.3g}")
+
+
+def _tensors(obj) -> list:
+    import torch
+
+    return [t for t in sweep_compare.flatten(obj) if isinstance(t, torch.Tensor)]
+
+
+def run_dtype(op, full, schema, dtype_name, deadline, functional=None) -> dict:
+    """The first generated call the CPU runs, run on neuron too and compared."""
+    import torch
+    import torch_neuronx
+
+    dtype = getattr(torch, dtype_name)
+    values = not any(p in full for p in UNINITIALIZED_NAME_PARTS) and full not in RNG_STREAM_DIFFERS
+    tol = sweep_compare.tolerance(_split(full)[0][len("aten::"):], dtype_name)
+    low = dtype in (torch.bfloat16, torch.float16)
+    cpu_error = None
+    for i, (args, kwargs) in enumerate(schema_inputs.candidate_calls(schema, dtype, functional)):
+        if i >= MAX_CANDIDATES or time.time() > deadline:
+            break
+        call = describe_call(args, kwargs)
+        dev_args, dev_kwargs = sweep_compare.to_neuron(args), sweep_compare.to_neuron(kwargs)
+        ref_in = (sweep_compare.upcast(args), sweep_compare.upcast(kwargs)) if low and values else None
+        sweep_pool.note(f"{dtype_name} CPU call {call}")
+        try:
+            torch.manual_seed(SEED)
+            cpu_out = op(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001  (not a valid call: try the next candidate)
+            cpu_error = cpu_error or sweep_pool.first_line(e)
+            continue
+        sweep_pool.note(f"{dtype_name} neuron call {call}")
+        torch_neuronx.clear_op_tracking()
+        result = {"status": "match", "call": call}
+        try:
+            torch.manual_seed(SEED)
+            dev_out = op(*dev_args, **dev_kwargs)
+            torch_neuronx.synchronize()
+            sweep_pool.note(f"{dtype_name} compare {call}")
+            try:
+                notes = sweep_compare.compare((cpu_out, _tensors((args, kwargs))),
+                                              (dev_out, _tensors((dev_args, dev_kwargs))), tol, values)
+            except AssertionError:
+                if ref_in is None:
+                    raise
+                ref = op(*ref_in[0], **ref_in[1])
+                notes = sweep_compare.compare((cpu_out, _tensors((args, kwargs))),
+                                              (dev_out, _tensors((dev_args, dev_kwargs))), tol, values,
+                                              ref_out=(ref, _tensors(ref_in)))
+            if full in RNG_STREAM_DIFFERS:
+                _moments_match(cpu_out, dev_out)
+            if notes:
+                result["notes"] = sorted(set(notes))
+        except AssertionError as e:
+            result.update(status="mismatch", error=sweep_pool.first_line(e))
+        except Exception as e:  # noqa: BLE001
+            result.update(status="error", error=sweep_pool.first_line(e))
+        fallback = sorted(torch_neuronx.get_fallback_ops())
+        if fallback:
+            result["fallback_ops"] = fallback
+        return result
+    if time.time() > deadline:
+        return {"status": "no-call", "error": f"per-op budget of {OP_BUDGET_S:.0f} s spent"}
+    return {"status": "no-call", "error": cpu_error or "no candidate call"}
+
+
+def run_overload(full: str) -> dict:
+    import torch
+
+    name, overload = _split(full)
+    try:
+        schema = torch._C._get_schema(name, overload)
+        op = resolve(full)
+    except Exception as e:  # noqa: BLE001
+        return {"op": full, "status": "skip", "reason": "no callable schema: " + sweep_pool.first_line(e)}
+    problem = schema_inputs.arguments_problem(schema)
+    if problem:
+        return {"op": full, "status": "skip", "reason": "not constructible: " + problem}
+    functional = None
+    if any(schema_inputs.is_out(a) for a in schema.arguments):
+        siblings = torch._C._jit_get_schemas_for_operator(name)
+        sibling = schema_inputs.functional_sibling(schema, siblings)
+        functional = sibling and resolve(name + ("." + sibling.overload_name if sibling.overload_name else ""))
+    deadline = time.time() + OP_BUDGET_S
+    dtypes = {d: run_dtype(op, full, schema, d, deadline, functional) for d in DTYPE_NAMES}
+    record = {"op": full, "dtypes": dtypes}
+    failed = [(d, r) for d, r in dtypes.items() if r["status"] in ("mismatch", "error")]
+    if failed:
+        d, r = failed[0]
+        record.update(status="fail", error=f"[{d}] {r['error']} {r['call']}")
+    elif any(r["status"] == "match" for r in dtypes.values()):
+        record["status"] = "pass"
+    else:
+        record.update(status="skip", reason="no valid generated call: " + dtypes["float32"]["error"])
+    return record
+
+
+def worker_main() -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import torch_neuronx  # noqa: F401  (the device)
+
+    warnings.simplefilter("ignore")
+    sweep_pool.serve(run_overload, hang_seconds=10 * OP_TIMEOUT_S)
+
+
+# ----------------------------------------------------------------------------------------------------
+# parent side
+
+
+def run_sweep(names=None, n_workers=2, budget_s=TOTAL_BUDGET_S, log=None) -> dict:
+    """Sweep the given overloads (default: every one with a CPU kernel). Returns
+    {"records": [...], "counts": {...}, "seconds": ...}."""
+    t0 = time.time()
+    seen = all_overloads()
+    swept = [n for n in seen if has_cpu_kernel(n)]
+    if names:
+        unknown = sorted(set(names) - set(swept))
+        if unknown:
+            raise SystemExit(f"not ATen overloads with a CPU kernel: {unknown}")
+        todo = [n for n in swept if n in set(names)]
+    else:
+        todo = swept
+    run = [n for n in todo if n not in SKIPS]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker"]
+    results, undone = sweep_pool.run_isolated(run, cmd, n_workers, OP_TIMEOUT_S, budget_s, log)
+    for n in todo:
+        if n in SKIPS:
+            results[n] = {"op": n, "status": "skip", "reason": SKIPS[n]}
+    for n in undone:
+        results[n] = {"op": n, "status": "skip", "reason": f"total time budget of {budget_s:.0f} s exhausted"}
+    records = [results[n] for n in todo]
+    seconds = round(time.time() - t0, 1)
+    return {"records": records, "counts": counts(records, len(seen), len(swept)), "seconds": seconds}
+
+
+def counts(records, n_seen, n_cpu) -> dict:
+    c = Counter(r["status"] for r in records)
+    crash = sum(1 for r in records if r.get("crash"))
+    constructible = c["pass"] + c["fail"]
+    skip_reasons = Counter(r["reason"].split(":")[0] for r in records if r["status"] == "skip")
+    return {"overloads_seen": n_seen, "with_cpu_kernel": n_cpu, "swept": len(records),
+            "constructible": constructible, "pass": c["pass"], "fail": c["fail"] - crash, "crash": crash,
+            "skipped": c["skip"], "skip_reasons": dict(sorted(skip_reasons.items())),
+            "pass_pct": round(100.0 * c["pass"] / constructible, 2) if constructible else 100.0}
+
+
+def expected_entry(record) -> str:
+    """The expected-status line for a record (tests/expected_status.py)."""
+    if record["status"] == "pass":
+        return "pass"
+    if record["status"] == "skip":
+        return "skip: " + record["reason"]
+    return "xfail: " + expected_status.explain(record["error"])
+
+
+def format_counts(result) -> str:
+    k = result["counts"]
+    return (f"ATen overloads: {k['overloads_seen']}; with a CPU kernel: {k['with_cpu_kernel']}; swept: {k['swept']}; "
+            f"constructible: {k['constructible']}\npass: {k['pass']}  fail: {k['fail']}  crash: {k['crash']}  "
+            f"skipped: {k['skipped']} {k['skip_reasons']}  pass rate: {k['pass_pct']:.2f}%  ({result['seconds']} s)")
+
+
+def _row(r) -> tuple[str, str, str]:
+    dts = " ".join(f"{SHORT[n]}:{d['status']}" for n, d in r.get("dtypes", {}).items())
+    detail = r.get("error") or r.get("reason") or ",".join(
+        sorted({f for d in r.get("dtypes", {}).values() for f in d.get("fallback_ops", [])}))
+    status = "crash" if r.get("crash") else r["status"]
+    return status, dts, detail
+
+
+def format_table(result, failures_only=False) -> str:
+    w = max([len(r["op"]) for r in result["records"]] + [10])
+    lines = [f"{'op':<{w}}  {'status':<6} {'dtypes':<44} detail"]
+    for r in result["records"]:
+        status, dts, detail = _row(r)
+        if not failures_only or status in ("fail", "crash"):
+            lines.append(f"{r['op']:<{w}}  {status:<6} {dts:<44} {detail}")
+    return "\n".join(lines + ["", format_counts(result)])
+
+
+def format_markdown(result) -> str:
+    k = result["counts"]
+    lines = ["# Dispatcher-surface sweep", "",
+             "Generated by `python3 tests/dispatcher_sweep.py --markdown docs/dispatcher-sweep.md` "
+             "(see the docstring of tests/dispatcher_sweep.py for what is compared).", "",
+             "| overloads seen | with a CPU kernel | constructible | pass | fail | crash | skipped | seconds |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| {k['overloads_seen']} | {k['with_cpu_kernel']} | {k['constructible']} | {k['pass']} | {k['fail']} "
+             f"| {k['crash']} | {k['skipped']} | {result['seconds']} |", "",
+             "Skip reasons: " + ", ".join(f"{why}: {n}" for why, n in k["skip_reasons"].items()), "",
+             "| op | status | dtypes | detail |", "|---|---|---|---|"]
+    for r in result["records"]:
+        status, dts, detail = _row(r)
+        lines.append(f"| `{r['op']}` | {status} | {dts} | {detail.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ops", help="comma-separated overloads (aten::name.overload)")
+    p.add_argument("--fast", action="store_true", help="only the default test tier's subset")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--budget", type=float, default=TOTAL_BUDGET_S, help="total seconds (default %(default)s)")
+    p.add_argument("--json", help="write the records here")
+    p.add_argument("--markdown", help="write the counts and the per-op table here")
+    p.add_argument("--write-expected", action="store_true",
+                   help=f"rewrite {os.path.relpath(EXPECTED_FILE)} from this sweep (keeps hand-written reasons)")
+    p.add_argument("--failures-only", action="store_true")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.worker:
+        return worker_main()
+    names = [n.strip() for n in a.ops.split(",") if n.strip()] if a.ops else (fast_overloads() if a.fast else None)
+    result = run_sweep(names, a.workers, a.budget, log=lambda m: print(m, file=sys.stderr))
+    print(format_table(result, a.failures_only))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(format_markdown(result))
+    if a.write_expected:
+        expected_status.write(EXPECTED_FILE, {r["op"]: expected_entry(r) for r in result["records"]},
+                              "tests/dispatcher_sweep.py", partial=names is not None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Checked-in expected status per op for the sweeps (tests/expected/*_status.py): read, write, check.
+
+A table maps an op id to one line:
+  "pass"             the op must match the CPU
+  "xfail: REASON"    the op fails on neuron for REASON (a TorchNeuron refusal or a named known bug);
+                     strict: the test fails when the op starts passing (regenerate the table)
+  "skip: REASON"     the sweep does not run the op (REASON says why); the test fails when it starts running
+
+Regenerating keeps the hand-written reason of an op that still fails; new failures get a reason from
+KNOWN_CAUSES (by the error text), "unclassified" when none applies.
+"""
+import importlib.util
+import os
+
+import pytest
+
+# error text -> named cause. First match wins.
+KNOWN_CAUSES = (
+    ("on the neuron device", "TorchNeuron refusal"),
+    ("Neuron tensors only support", "TorchNeuron refusal"),
+    ("only supports CPU, CUDA and XPU", "known bug (issue 9 class 3): the CPU kernel checks the device type"),
+    ("DispatchStub: missing kernel", "known bug (issue 9 class 3): per-device stub missing for neuron"),
+    ("_thnn_fused", "known bug (issue 9 class 2): fused accelerator-only cell kernel"),
+    ("_flash_attention", "known bug (issue 9 class 2): fused accelerator-only attention kernel"),
+    ("_efficient_attention", "known bug (issue 9 class 2): fused accelerator-only attention kernel"),
+    ("crash", "known bug: crashes the process"),
+    ("timeout", "known bug: hangs"),
+)
+
+
+def explain(error: str) -> str:
+    for needle, cause in KNOWN_CAUSES:
+        if needle in error:
+            return f"{cause}: {error}"
+    return f"unclassified: {error}"
+
+
+def load(path: str) -> dict[str, str]:
+    if not os.path.exists(path):
+        return {}
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.EXPECTED)
+
+
+def write(path: str, entries: dict[str, str], generator: str, partial: bool = False) -> None:
+    """Write entries (op -> line) to path; partial: merge them into the existing table."""
+    old = load(path)
+    table = dict(old) if partial else {}
+    for op, line in entries.items():
+        if line.startswith("xfail:") and old.get(op, "").startswith("xfail:"):
+            line = old[op]  # still failing: keep the (possibly hand-written) reason
+        table[op] = line
+    if partial:
+        table = {op: table[op] for op in sorted(table)}
+    body = "\n".join(f"    {op!r}: {line!r}," for op, line in table.items())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(f'"""Expected status per op of {generator} (format: tests/expected_status.py).\n\n'
+                f"Regenerate after a change in the device: python3 {generator} --write-expected\n"
+                f'(an xfail reason edited by hand is kept while the op still fails)."""\n'
+                f"# flake8: noqa: E501\nEXPECTED = {{\n{body}\n}}\n")
+
+
+def check(op: str, expected: str, status: str, detail: str) -> None:
+    """Assert one op's swept status (pass / fail / skip) against its expected line; xfail/skip it."""
+    kind, _, reason = expected.partition(": ")
+    regenerate = "if intended, regenerate the table (see its docstring)"
+    if kind == "pass":
+        assert status == "pass", f"{op} regressed: {status}: {detail}"
+    elif kind == "xfail":
+        assert status != "pass", f"{op} now passes but is expected to fail ({reason}); {regenerate}"
+        assert status == "fail", f"{op} expected to fail ({reason}) but is now {status}: {detail}; {regenerate}"
+        pytest.xfail(reason)
+    elif kind == "skip":
+        assert status == "skip", f"{op} expected skipped ({reason}) but now {status}: {detail}; {regenerate}"
+        pytest.skip(reason)
+    else:
+        raise AssertionError(f"{op}: malformed expected status {expected!r}")
