@@ -12,8 +12,9 @@ except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Ops returning 
 are compared on shape and dtype.
 
 Per overload: pass (every dtype with a valid call matched), fail (a mismatch or an error on neuron, or
-the worker crashed / hung on it: "crash"), skip (with the reason: no generator for an argument type,
-no valid generated call in any dtype, SKIPS, or the total time budget ran out).
+the worker crashed / hung on it on the device side: "crash"), skip (with the reason: no generator for an
+argument type, no valid generated call in any dtype, the CPU kernel itself crashed on the generated
+call, SKIPS, or the total time budget ran out).
 
 Crash isolation and time budgets: tests/sweep_pool.py (per op: OP_TIMEOUT_S in a worker, OP_BUDGET_S of
 tries inside it; total: --budget).
@@ -23,6 +24,7 @@ Usage: python tests/dispatcher_sweep.py [--ops aten::add.Tensor,...] [--fast] [-
                                         [--write-expected] [--failures-only]
 """
 import argparse
+import gc
 import json
 import os
 import sys
@@ -44,6 +46,7 @@ OP_BUDGET_S = 10.0  # tries of one overload (all dtypes) stop after this; the wo
 TOTAL_BUDGET_S = float(os.environ.get("DISPATCHER_SWEEP_BUDGET", "3600"))
 MAX_CANDIDATES = 48  # calls tried per dtype before "no valid generated call"
 SEED = 1234
+CPU_ONLY = False  # the control worker (--cpu-only): the CPU side of every call, no device
 EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "dispatcher_status.py")
 
 # Overloads not swept at all, with the reason.
@@ -162,6 +165,11 @@ def run_dtype(op, full, schema, dtype_name, deadline, functional=None) -> dict:
         except Exception as e:  # noqa: BLE001  (not a valid call: try the next candidate)
             cpu_error = cpu_error or sweep_pool.first_line(e)
             continue
+        if CPU_ONLY:
+            del cpu_out, args, kwargs
+            gc.collect()
+            _ = [torch.ones(n) for n in range(64)]  # lets the allocator notice a corrupted heap, as the device run would
+            return {"status": "match", "call": call}
         sweep_pool.note(f"{dtype_name} neuron call {call}")
         torch_neuronx.clear_op_tracking()
         result = {"status": "match", "call": call}
@@ -213,7 +221,12 @@ def run_overload(full: str) -> dict:
     if any(schema_inputs.is_out(a) for a in schema.arguments):
         siblings = torch._C._jit_get_schemas_for_operator(name)
         sibling = schema_inputs.functional_sibling(schema, siblings)
-        functional = sibling and resolve(name + ("." + sibling.overload_name if sibling.overload_name else ""))
+        if sibling is not None:
+            functional_op = resolve(name + ("." + sibling.overload_name if sibling.overload_name else ""))
+
+            def functional(*args, **kwargs):
+                sweep_pool.note(f"CPU call of {functional_op} (the out= dtypes) {describe_call(args, kwargs)}")
+                return functional_op(*args, **kwargs)
     deadline = time.time() + OP_BUDGET_S
     dtypes = {d: run_dtype(op, full, schema, d, deadline, functional) for d in DTYPE_NAMES}
     record = {"op": full, "dtypes": dtypes}
@@ -228,9 +241,11 @@ def run_overload(full: str) -> dict:
     return record
 
 
-def worker_main() -> None:
+def worker_main(cpu_only: bool) -> None:
     import warnings
 
+    global CPU_ONLY
+    CPU_ONLY = cpu_only
     warnings.simplefilter("ignore")
     import torch_neuronx  # noqa: F401  (the device)
 
@@ -257,7 +272,14 @@ def run_sweep(names=None, n_workers=2, budget_s=TOTAL_BUDGET_S, log=None) -> dic
         todo = swept
     run = [n for n in todo if n not in SKIPS]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker"]
-    results, undone = sweep_pool.run_isolated(run, cmd, n_workers, OP_TIMEOUT_S, budget_s, log)
+    results, undone = sweep_pool.run_isolated(run, cmd, n_workers, OP_TIMEOUT_S, budget_s, log,
+                                              control_cmd=cmd + ["--cpu-only"])
+    for r in results.values():
+        if r.get("crash") and ("CPU call" in r.get("during", "") or r.get("control") == "crash"):
+            # PyTorch's own CPU kernel died on a generated call, or corrupted memory so that the process dies
+            # without the device too (invalid input it does not check): no result to compare with.
+            r.update(status="skip", reason=f"CPU kernel crashes on the generated call: {r.pop('error')}")
+            del r["crash"]
     for n in todo:
         if n in SKIPS:
             results[n] = {"op": n, "status": "skip", "reason": SKIPS[n]}
@@ -342,9 +364,10 @@ def main(argv=None):
                    help=f"rewrite {os.path.relpath(EXPECTED_FILE)} from this sweep (keeps hand-written reasons)")
     p.add_argument("--failures-only", action="store_true")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--cpu-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
-        return worker_main()
+        return worker_main(a.cpu_only)
     names = [n.strip() for n in a.ops.split(",") if n.strip()] if a.ops else (fast_overloads() if a.fast else None)
     result = run_sweep(names, a.workers, a.budget, log=lambda m: print(m, file=sys.stderr))
     print(format_table(result, a.failures_only))

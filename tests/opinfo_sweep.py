@@ -19,7 +19,7 @@ Per op:
 Crash isolation and the time budget: tests/sweep_pool.py. Moving and comparing: tests/sweep_compare.py.
 
 Usage: python tests/opinfo_sweep.py [--ops a,b] [--json out.json] [--workers N] [--samples N]
-                                   [--failures-only] [--reference-inputs]
+                                   [--failures-only] [--reference-inputs] [--write-expected]
 """
 import argparse
 import json
@@ -29,6 +29,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import expected_status  # noqa: E402
 import sweep_compare  # noqa: E402
 import sweep_pool  # noqa: E402
 
@@ -38,6 +39,7 @@ SAMPLES_PER_DTYPE = 3
 # One op (all its dtypes and samples) on a shared 2-core machine; the slowest op takes ~1 s.
 OP_TIMEOUT_S = float(os.environ.get("OPINFO_SWEEP_OP_TIMEOUT", "60"))
 REFERENCE_INPUTS_VAR = "OPINFO_SWEEP_REFERENCE_INPUTS"  # 1: op.reference_inputs (more, larger samples)
+EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "opinfo_status.py")
 
 # OpInfos not swept at all. They are not in the denominator, and they are printed with the table.
 # Keep this short: every entry is an op the sweep cannot meaningfully run, with the reason.
@@ -241,6 +243,20 @@ def summarize(result) -> dict:
             "seconds": result["seconds"]}
 
 
+def pass_fail_skip(record) -> str:
+    """pass / fail / skip, as tests/expected_status.py checks it."""
+    return {"native": "pass", "fallback": "pass", "fail": "fail"}.get(record["status"], "skip")
+
+
+def expected_entry(record) -> str:
+    status = pass_fail_skip(record)
+    if status == "pass":
+        return "pass"
+    if status == "skip":
+        return "skip: " + record["status"] + (f" ({record['error']})" if record.get("error") else "")
+    return "xfail: " + expected_status.explain(record["error"])
+
+
 def format_table(result, per_op=True, failures_only=False) -> str:
     lines = []
     if per_op:
@@ -270,6 +286,8 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--samples", type=int, default=SAMPLES_PER_DTYPE)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--write-expected", action="store_true",
+                   help=f"rewrite {os.path.relpath(EXPECTED_FILE)} from this sweep (keeps hand-written reasons)")
     p.add_argument("--failures-only", action="store_true", help="print only failing ops in the table")
     p.add_argument("--reference-inputs", action="store_true",
                    help="draw samples from op.reference_inputs (a wider, exploratory set) instead of sample_inputs")
@@ -284,6 +302,10 @@ def main(argv=None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"summary": summarize(result), **result}, f, indent=1)
+    if a.write_expected:
+        entries = {r["op"]: expected_entry(r) for r in result["records"]}
+        entries.update({n: "skip: " + why for n, why in result["skipped"].items()})
+        expected_status.write(EXPECTED_FILE, entries, "tests/opinfo_sweep.py", partial=names is not None)
 
 
 if __name__ == "__main__":

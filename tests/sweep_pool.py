@@ -114,11 +114,11 @@ class Worker:
 def _dead_record(name, kind, detail, during):
     if during:
         detail = f"during {during}; {detail}" if detail else f"during {during}"
-    return {"op": name, "status": "fail", "crash": kind, "detail": detail,
+    return {"op": name, "status": "fail", "crash": kind, "during": during, "detail": detail,
             "error": f"{kind}: {detail}" if detail else kind}
 
 
-def _run_queue(names, n_workers, cmd, op_timeout, stop_at):
+def _run_queue(names, n_workers, cmd, op_timeout, stop_at, log=None):
     """Run names over n_workers processes; worker i gets names[i::n], in order, so that every op runs after
     the same ops in the same process from one sweep to the next (a device bug that depends on earlier ops
     reproduces). A worker replacing a dead one continues its list. Ops not started by stop_at are left out."""
@@ -153,6 +153,8 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at):
             if w.current is not None:
                 kind = w.timed_out or f"crash, exit code {w.proc.returncode}"
                 results[w.current] = _dead_record(w.current, kind, w.stderr_tail(), w.last_note)
+                if log:
+                    log(f"worker died on {w.current}: {results[w.current]['error']}")
                 w.current = None
             elif not w.ready:
                 raise RuntimeError(f"sweep worker failed to start: {w.stderr_tail()}")
@@ -167,16 +169,22 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at):
         elif line.startswith("RESULT "):
             record = json.loads(line[len("RESULT "):])
             results[record["op"]] = record
+            if log and len(results) % 100 == 0:
+                log(f"{len(results)}/{len(names)} done")
             w.current = None
             feed(w)
     return results
 
 
-def run_isolated(names, cmd, n_workers=2, op_timeout=60.0, budget_s=None, log=None) -> tuple[dict, list[str]]:
+def run_isolated(names, cmd, n_workers=2, op_timeout=60.0, budget_s=None, log=None,
+                 control_cmd=None) -> tuple[dict, list[str]]:
     """Run every op name through worker processes started with cmd. Returns ({name: record}, names left
-    undone because the total budget ran out). Crashed / hung ops carry "crash" and are confirmed alone."""
+    undone because the total budget ran out). Crashed / hung ops carry "crash" and are confirmed alone.
+    control_cmd: a worker running the op without the device (CPU side only); an op that crashes alone is
+    run there too, and its record gets "control": "crash" or "ok" (a crash there too: the CPU kernel
+    itself crashed or corrupted memory, e.g. writing out of bounds on an invalid generated input)."""
     stop_at = time.time() + budget_s if budget_s else float("inf")
-    results = _run_queue(names, n_workers, cmd, op_timeout, stop_at)
+    results = _run_queue(names, n_workers, cmd, op_timeout, stop_at, log)
     # Each op a worker died on runs again alone in a fresh process: a crash that needs what ran before it
     # in the same process shows up as "in sequence only" (still a device bug: state leaks between ops).
     for name in [n for n in names if results.get(n, {}).get("crash")]:
@@ -190,4 +198,8 @@ def run_isolated(names, cmd, n_workers=2, op_timeout=60.0, budget_s=None, log=No
         else:
             first["error"] = (f"{first['crash']} in sequence only; alone: {alone['status']}: "
                               f"{first['detail']}").rstrip(": ")
+            continue
+        if control_cmd:
+            control = _run_queue([name], 1, control_cmd, op_timeout, float("inf"))[name]
+            results[name]["control"] = "crash" if control.get("crash") else "ok"
     return results, [n for n in names if n not in results]
