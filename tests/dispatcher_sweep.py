@@ -8,8 +8,9 @@ Its inputs, copied to ``neuron`` beforehand (the CPU may mutate them), then run 
 results are compared with the CPU's (tests/sweep_compare.py: values, dtypes, shapes, device), and so are
 the tensor arguments afterwards (in-place and out= mutations). Both sides run under the same
 torch.manual_seed: the device generator follows the host's, so random ops are compared on values too,
-except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Ops returning uninitialized memory
-are compared on shape and dtype.
+except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Results holding uninitialized memory
+are compared on shape and dtype: by name (UNINITIALIZED_*), and any result that differs between two CPU
+runs of the same call.
 
 Per overload: pass (every dtype with a valid call matched), fail (a mismatch or an error on neuron, or
 the worker crashed / hung on it on the device side: "crash"), skip (with the reason: no generator for an
@@ -58,6 +59,31 @@ RNG_STREAM_DIFFERS: dict[str, str] = {
 }
 
 UNINITIALIZED_NAME_PARTS = ("empty",)  # outputs hold uninitialized memory: shape and dtype only
+# Result leaves (indices into outputs + tensor arguments) that hold uninitialized memory: shape and dtype only.
+UNINITIALIZED_OUTPUTS: dict[str, tuple[tuple[int, ...], str]] = {
+    "aten::_make_dep_token": ((0,), "an empty scalar tensor used as a token"),
+    "aten::_scaled_dot_product_fused_attention_overrideable": ((6, 7), "philox seed / offset: empty tensors"),
+}
+# Values that depend on the device by definition: compared on type only.
+DEVICE_DEPENDENT: dict[str, str] = {
+    "aten::get_device": "the device index (-1 on the CPU)",
+}
+# Ops whose tensor results are on the CPU whatever the inputs' device.
+CPU_RESULTS: dict[str, str] = {
+    "aten::_shape_as_tensor": "the shape as a CPU tensor (metadata)",
+    "aten::_to_cpu": "copies to the CPU by definition",
+    "aten::choose_qparams_optimized": "quantization parameters are computed into CPU tensors",
+    "aten::fbgemm_pack_gemm_matrix_fp16": "FBGEMM packs the weight into a CPU buffer",
+    "aten::_test_ambiguous_defaults.a": "a dispatcher test op returning a new CPU tensor",
+    "aten::_test_ambiguous_defaults.b": "a dispatcher test op returning a new CPU tensor",
+}
+# Arguments that ATen requires on the CPU whatever the device: op -> argument names.
+KEEP_ON_CPU: dict[str, tuple[str, ...]] = {
+    "aten::randint_like.Tensor": ("high",),  # "high must be a scalar tensor and on CPU"
+    "aten::randint_like.Tensor_out": ("high",),
+    "aten::randint_like.Tensor_generator": ("high",),
+    "aten::randint_like.Tensor_generator_out": ("high",),
+}
 
 # The default (fast) tier: every FAST_STRIDE-th swept overload, plus the overloads behind known failure
 # classes (issue 9), so a regression in any of them shows without the full sweep.
@@ -142,21 +168,53 @@ def _tensors(obj) -> list:
     return [t for t in sweep_compare.flatten(obj) if isinstance(t, torch.Tensor)]
 
 
+def _compared_tensors(schema, args, kwargs, keep) -> list:
+    """The tensor arguments whose contents after the call are compared (mutations), minus those kept on
+    the CPU."""
+    named = [(schema.arguments[j].name, a) for j, a in enumerate(args)] + list(kwargs.items())
+    return _tensors([a for name, a in named if name not in keep])
+
+
+def _irreproducible_leaves(first, second) -> set[int]:
+    """Leaves of two CPU runs of the same call that differ: uninitialized memory, not a function of the
+    inputs (e.g. parts of an output that an invalid generated input leaves unwritten)."""
+    import torch
+
+    differ = set()
+    for j, (x, y) in enumerate(zip(sweep_compare.flatten(first), sweep_compare.flatten(second))):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.layout == torch.strided \
+                and not x.is_nested and x.shape == y.shape:
+            try:
+                torch.testing.assert_close(x, y, rtol=0, atol=0, equal_nan=True)
+            except AssertionError:
+                differ.add(j)
+    return differ
+
+
 def run_dtype(op, full, schema, dtype_name, deadline, functional=None) -> dict:
     """The first generated call the CPU runs, run on neuron too and compared."""
     import torch
     import torch_neuronx
 
     dtype = getattr(torch, dtype_name)
-    values = not any(p in full for p in UNINITIALIZED_NAME_PARTS) and full not in RNG_STREAM_DIFFERS
+    values = not any(p in full for p in UNINITIALIZED_NAME_PARTS) and full not in RNG_STREAM_DIFFERS \
+        and full not in DEVICE_DEPENDENT
+    shape_only = set(UNINITIALIZED_OUTPUTS.get(full, ((),))[0])
+    keep = KEEP_ON_CPU.get(full, ())
     tol = sweep_compare.tolerance(_split(full)[0][len("aten::"):], dtype_name)
     low = dtype in (torch.bfloat16, torch.float16)
     cpu_error = None
     for i, (args, kwargs) in enumerate(schema_inputs.candidate_calls(schema, dtype, functional)):
         if i >= MAX_CANDIDATES or time.time() > deadline:
             break
+        if args is None:  # refused while generating it (kwargs: the exception)
+            cpu_error = cpu_error or sweep_pool.first_line(kwargs)
+            continue
         call = describe_call(args, kwargs)
-        dev_args, dev_kwargs = sweep_compare.to_neuron(args), sweep_compare.to_neuron(kwargs)
+        dev_args = [a.clone() if schema.arguments[j].name in keep else sweep_compare.to_neuron(a)
+                    for j, a in enumerate(args)]
+        dev_kwargs = {k: v.clone() if k in keep else sweep_compare.to_neuron(v) for k, v in kwargs.items()}
+        again = sweep_compare.clone(args), sweep_compare.clone(kwargs)
         ref_in = (sweep_compare.upcast(args), sweep_compare.upcast(kwargs)) if low and values else None
         sweep_pool.note(f"{dtype_name} CPU call {call}")
         try:
@@ -165,33 +223,40 @@ def run_dtype(op, full, schema, dtype_name, deadline, functional=None) -> dict:
         except Exception as e:  # noqa: BLE001  (not a valid call: try the next candidate)
             cpu_error = cpu_error or sweep_pool.first_line(e)
             continue
+        cpu_result = (cpu_out, _compared_tensors(schema, args, kwargs, keep))
+        if values:
+            torch.manual_seed(SEED)
+            second = op(*again[0], **again[1])
+            shape_only |= _irreproducible_leaves(cpu_result, (second, _compared_tensors(schema, *again, keep)))
         if CPU_ONLY:
-            del cpu_out, args, kwargs
+            del cpu_out, cpu_result, args, kwargs, again
             gc.collect()
             _ = [torch.ones(n) for n in range(64)]  # lets the allocator notice a corrupted heap, as the device run would
             return {"status": "match", "call": call}
         sweep_pool.note(f"{dtype_name} neuron call {call}")
         torch_neuronx.clear_op_tracking()
         result = {"status": "match", "call": call}
+        if shape_only - set(UNINITIALIZED_OUTPUTS.get(full, ((),))[0]):
+            result["notes"] = [f"leaves {sorted(shape_only)} differ between two CPU runs: shape and dtype only"]
+        compare_kw = {"on_device": full not in CPU_RESULTS, "shape_only": shape_only}
         try:
             torch.manual_seed(SEED)
             dev_out = op(*dev_args, **dev_kwargs)
             torch_neuronx.synchronize()
             sweep_pool.note(f"{dtype_name} compare {call}")
+            dev_result = (dev_out, _compared_tensors(schema, dev_args, dev_kwargs, keep))
             try:
-                notes = sweep_compare.compare((cpu_out, _tensors((args, kwargs))),
-                                              (dev_out, _tensors((dev_args, dev_kwargs))), tol, values)
+                notes = sweep_compare.compare(cpu_result, dev_result, tol, values, **compare_kw)
             except AssertionError:
                 if ref_in is None:
                     raise
                 ref = op(*ref_in[0], **ref_in[1])
-                notes = sweep_compare.compare((cpu_out, _tensors((args, kwargs))),
-                                              (dev_out, _tensors((dev_args, dev_kwargs))), tol, values,
-                                              ref_out=(ref, _tensors(ref_in)))
+                ref_result = (ref, _compared_tensors(schema, *ref_in, keep))
+                notes = sweep_compare.compare(cpu_result, dev_result, tol, values, ref_out=ref_result, **compare_kw)
             if full in RNG_STREAM_DIFFERS:
                 _moments_match(cpu_out, dev_out)
             if notes:
-                result["notes"] = sorted(set(notes))
+                result["notes"] = result.get("notes", []) + sorted(set(notes))
         except AssertionError as e:
             result.update(status="mismatch", error=sweep_pool.first_line(e))
         except Exception as e:  # noqa: BLE001
@@ -257,6 +322,11 @@ def worker_main(cpu_only: bool) -> None:
 # parent side
 
 
+def _cpu_side(record) -> bool:
+    """The worker died in a CPU call (see run_dtype's notes)."""
+    return "CPU call" in record.get("during", "")
+
+
 def run_sweep(names=None, n_workers=2, budget_s=TOTAL_BUDGET_S, log=None) -> dict:
     """Sweep the given overloads (default: every one with a CPU kernel). Returns
     {"records": [...], "counts": {...}, "seconds": ...}."""
@@ -273,9 +343,9 @@ def run_sweep(names=None, n_workers=2, budget_s=TOTAL_BUDGET_S, log=None) -> dic
     run = [n for n in todo if n not in SKIPS]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker"]
     results, undone = sweep_pool.run_isolated(run, cmd, n_workers, OP_TIMEOUT_S, budget_s, log,
-                                              control_cmd=cmd + ["--cpu-only"])
+                                              control_cmd=cmd + ["--cpu-only"], confirm=lambda r: not _cpu_side(r))
     for r in results.values():
-        if r.get("crash") and ("CPU call" in r.get("during", "") or r.get("control") == "crash"):
+        if r.get("crash") and (_cpu_side(r) or r.get("control") == "crash"):
             # PyTorch's own CPU kernel died on a generated call, or corrupted memory so that the process dies
             # without the device too (invalid input it does not check): no result to compare with.
             r.update(status="skip", reason=f"CPU kernel crashes on the generated call: {r.pop('error')}")
@@ -307,7 +377,7 @@ def expected_entry(record) -> str:
         return "pass"
     if record["status"] == "skip":
         return "skip: " + record["reason"]
-    return "xfail: " + expected_status.explain(record["error"])
+    return "xfail: " + expected_status.explain(record["op"], record["error"])
 
 
 def format_counts(result) -> str:

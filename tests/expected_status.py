@@ -14,23 +14,34 @@ import os
 
 import pytest
 
-# error text -> named cause. First match wins.
+# needle in "OP ERROR" -> named cause. First match wins.
 KNOWN_CAUSES = (
     ("on the neuron device", "TorchNeuron refusal"),
     ("Neuron tensors only support", "TorchNeuron refusal"),
+    ("expected sparse", "TorchNeuron refusal (sparse layouts), with an unclear message"),
     ("only supports CPU, CUDA and XPU", "known bug (issue 9 class 3): the CPU kernel checks the device type"),
     ("DispatchStub: missing kernel", "known bug (issue 9 class 3): per-device stub missing for neuron"),
     ("_thnn_fused", "known bug (issue 9 class 2): fused accelerator-only cell kernel"),
+    ("stacked_rnn", "known bug (issue 9 class 2): LSTM/GRU take the fused-cell path on neuron"),
     ("_flash_attention", "known bug (issue 9 class 2): fused accelerator-only attention kernel"),
     ("_efficient_attention", "known bug (issue 9 class 2): fused accelerator-only attention kernel"),
+    ("aten::histc", "known bug (issue 9 class 4): histc"),
+    ("aten::gcd", "known bug (issue 9 class 4): gcd"),
+    ("aten::logit_backward", "known bug (issue 9 class 4): logit_backward"),
+    ("aten::_fused_sgd", "known bug (issue 9 class 4): fused SGD in low precision"),
+    ("aten::grid_sampler", "known bug (issue 9 class 4): grid_sampler backward in low precision"),
+    ("aten::_efficientzerotensor", "known bug (issue 9 class 5): _efficientzerotensor crash"),
+    ("set_: source storage is on cpu", "known bug (issue 9 class 5): set_ with a CPU storage"),
+    ("tensor_indices_or_sections to be on cpu", "known bug (issue 9 class 5): tensor_split with a neuron index"),
     ("crash", "known bug: crashes the process"),
     ("timeout", "known bug: hangs"),
 )
 
 
-def explain(error: str) -> str:
+def explain(op: str, error: str) -> str:
+    text = f"{op} {error}"
     for needle, cause in KNOWN_CAUSES:
-        if needle in error:
+        if needle in text:
             return f"{cause}: {error}"
     return f"unclassified: {error}"
 

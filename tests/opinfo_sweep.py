@@ -254,7 +254,7 @@ def expected_entry(record) -> str:
         return "pass"
     if status == "skip":
         return "skip: " + record["status"] + (f" ({record['error']})" if record.get("error") else "")
-    return "xfail: " + expected_status.explain(record["error"])
+    return "xfail: " + expected_status.explain(record["op"], record["error"])
 
 
 def format_table(result, per_op=True, failures_only=False) -> str:

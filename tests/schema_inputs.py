@@ -21,6 +21,9 @@ INDEX_TENSOR_NAMES = {"index", "indices", "idx", "offsets", "lengths", "per_samp
                       "sorted_sequence_indices", "crow_indices", "col_indices", "row_indices", "ccol_indices",
                       "labels", "sorter"}
 MASK_TENSOR_NAMES = {"mask", "attn_mask", "padding_mask"}
+# Optional per-channel statistics that the CPU kernels dereference without checking (None would crash them).
+STATS_TENSOR_NAMES = {"running_mean": torch.zeros, "running_var": torch.ones, "save_mean": torch.zeros,
+                      "save_invstd": torch.ones, "save_var": torch.ones}
 
 INT_BY_NAME = {  # name -> (variant 0, variant 1)
     "dim": (0, -1), "dim0": (0, 1), "dim1": (0, 1), "dim2": (1, 0), "axis": (0, -1), "start_dim": (0, 1),
@@ -126,7 +129,7 @@ def _value(a, shape, variant, dtype, out_dtype, factory, gen):
         return False, None
     if is_out(a):
         od = torch.int64 if name in INDEX_TENSOR_NAMES else (out_dtype or dtype)
-        return True, torch.empty(0, dtype=od)
+        return True, [torch.empty(0, dtype=od) for _ in range(2)] if t == "List[Tensor]" else torch.empty(0, dtype=od)
     if t == "Tensor":
         return True, _tensor(name, shape, dtype, gen, variant)
     if t == "List[Tensor]":
@@ -134,6 +137,9 @@ def _value(a, shape, variant, dtype, out_dtype, factory, gen):
     if t == "List[Optional[Tensor]]":
         m = min(shape) if shape else 1
         return True, [torch.randint(0, m, (2,), generator=gen)]
+    if t == "Optional[Tensor]" and name in STATS_TENSOR_NAMES:
+        channels = shape[1] if len(shape) > 1 else (shape[0] if shape else 1)
+        return True, STATS_TENSOR_NAMES[name](channels, dtype=dtype if dtype.is_floating_point else torch.float32)
     if t.startswith("Optional["):
         return True, None
     if t == "int":
@@ -176,9 +182,10 @@ def functional_sibling(schema, overloads):
 
 
 def candidate_calls(schema, dtype, functional=None, seed=0):
-    """Yield (args, kwargs) for schema with tensors of dtype, most plausible first. Each call is fresh
-    (the caller may mutate it); tensors are drawn from a generator seeded per candidate. functional:
-    callable for the functional sibling of an out= overload (it gives the out= tensors their dtypes)."""
+    """Yield (args, kwargs) for schema with tensors of dtype, most plausible first, or (None, exception)
+    for a candidate the CPU refused already. Each call is fresh (the caller may mutate it); tensors are
+    drawn from a generator seeded per candidate. functional: callable for the functional sibling of an
+    out= overload (it gives the out= tensors their dtypes)."""
     factory = is_factory(schema)
     outs = [a for a in schema.arguments if is_out(a)]
     out_dtypes = OUT_DTYPES if outs and functional is None else (None,)
@@ -200,11 +207,15 @@ def candidate_calls(schema, dtype, functional=None, seed=0):
         if outs and functional is not None:
             try:
                 results = functional(*args, **{k: v for k, v in kwargs.items() if k not in {o.name for o in outs}})
-            except Exception:  # noqa: BLE001  (the CPU refuses this call: next candidate)
+            except Exception as e:  # noqa: BLE001  (the CPU refuses this call: next candidate)
+                yield None, e
                 continue
-            results = results if isinstance(results, (tuple, list)) else (results,)
-            if len(results) != len(outs) or not all(isinstance(r, torch.Tensor) for r in results):
+            if not isinstance(results, tuple) or (len(outs) == 1 and str(outs[0].real_type) == "List[Tensor]"):
+                results = (results,)
+            if len(results) != len(outs):
+                yield None, ValueError(f"{len(results)} results for {len(outs)} out= arguments")
                 continue
             for o, r in zip(outs, results):
-                kwargs[o.name] = torch.empty(0, dtype=r.dtype)
+                kwargs[o.name] = [torch.empty(0, dtype=x.dtype) for x in r] if isinstance(r, list) else \
+                    torch.empty(0, dtype=r.dtype)
         yield args, kwargs

@@ -73,6 +73,24 @@ def to_neuron(obj):
     return obj
 
 
+def clone(obj):
+    """A copy of a call's arguments (tensors cloned with their layout, containers rebuilt)."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        if t.layout == torch.strided and (t._is_view() or t.storage_offset() != 0 or not t.is_contiguous()):
+            n = t.untyped_storage().nbytes() // t.element_size()
+            storage = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (n,), (1,))
+            return storage.clone().as_strided(t.size(), t.stride(), t.storage_offset())
+        return t.clone()
+    if isinstance(obj, list):
+        return [clone(x) for x in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(clone(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    return obj
+
+
 def flatten(out):
     if isinstance(out, torch.Tensor):
         return [out]
@@ -117,10 +135,11 @@ def close_to_reference(c, d, ref, atol: float) -> bool:
     return dev_err <= 2.0 * cpu_err + atol / 10
 
 
-def compare(cpu_out, dev_out, tol=None, values=True, ref_out=None) -> list[str]:
+def compare(cpu_out, dev_out, tol=None, values=True, ref_out=None, on_device=True, shape_only=()) -> list[str]:
     """Raise AssertionError describing the first difference between the CPU's and neuron's results (dtype,
-    shape, device; values unless values=False). tol: (rtol, atol) for floating outputs or None for
-    assert_close's defaults. Returns notes (outputs matched by the float32 reference)."""
+    shape, device; values unless values=False or the leaf index is in shape_only). tol: (rtol, atol) for
+    floating outputs or None for assert_close's defaults. on_device=False: results that stay on the CPU
+    on every device. Returns notes (outputs matched by the float32 reference)."""
     notes = []
     cpu_leaves, dev_leaves = flatten(cpu_out), flatten(dev_out)
     ref_leaves = flatten(ref_out) if ref_out is not None else []
@@ -132,11 +151,14 @@ def compare(cpu_out, dev_out, tol=None, values=True, ref_out=None) -> list[str]:
         if isinstance(c, torch.Tensor):
             if not isinstance(d, torch.Tensor):
                 raise AssertionError(f"output {i}: neuron returned {type(d).__name__}, CPU a tensor")
-            if c.device.type == "cpu" and d.device.type != "neuron":
+            if on_device and c.device.type == "cpu" and d.device.type != "neuron":
                 raise AssertionError(f"output {i}: on {d.device} instead of neuron")
+            if c.is_nested or c.layout != torch.strided:
+                raise AssertionError(f"output {i}: a {'nested' if c.is_nested else c.layout} CPU result; neuron "
+                                     f"returned a {'nested' if d.is_nested else d.layout} tensor instead of refusing it")
             if c.shape != d.shape or c.dtype != d.dtype:
                 raise AssertionError(f"output {i}: neuron {d.dtype}{list(d.shape)} vs CPU {c.dtype}{list(c.shape)}")
-            if not values:
+            if not values or i in shape_only:
                 continue
             d = d.detach().to("cpu")
             floating = c.is_floating_point() or c.is_complex()

@@ -177,17 +177,18 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at, log=None):
 
 
 def run_isolated(names, cmd, n_workers=2, op_timeout=60.0, budget_s=None, log=None,
-                 control_cmd=None) -> tuple[dict, list[str]]:
+                 control_cmd=None, confirm=lambda record: True) -> tuple[dict, list[str]]:
     """Run every op name through worker processes started with cmd. Returns ({name: record}, names left
     undone because the total budget ran out). Crashed / hung ops carry "crash" and are confirmed alone.
     control_cmd: a worker running the op without the device (CPU side only); an op that crashes alone is
     run there too, and its record gets "control": "crash" or "ok" (a crash there too: the CPU kernel
-    itself crashed or corrupted memory, e.g. writing out of bounds on an invalid generated input)."""
+    itself crashed or corrupted memory, e.g. writing out of bounds on an invalid generated input).
+    confirm(record) -> False spares the reruns of a crash already explained by the record."""
     stop_at = time.time() + budget_s if budget_s else float("inf")
     results = _run_queue(names, n_workers, cmd, op_timeout, stop_at, log)
     # Each op a worker died on runs again alone in a fresh process: a crash that needs what ran before it
     # in the same process shows up as "in sequence only" (still a device bug: state leaks between ops).
-    for name in [n for n in names if results.get(n, {}).get("crash")]:
+    for name in [n for n in names if results.get(n, {}).get("crash") and confirm(results[n])]:
         first = results[name]
         if log:
             log(f"worker died on {name} ({first['crash']}); re-running it alone")
