@@ -181,11 +181,65 @@ def functional_sibling(schema, overloads):
     return None
 
 
+def _rnn_weights(gates, dtype, gen, inp=3, hidden=4):
+    return [torch.randn(shape, generator=gen).to(dtype) for shape in
+            ((gates * hidden, inp), (gates * hidden, hidden), (gates * hidden,), (gates * hidden,))]
+
+
+def _cell(gates, dtype, gen):
+    x, h = torch.randn(2, 3, generator=gen).to(dtype), torch.randn(2, 4, generator=gen).to(dtype)
+    hx = [h, torch.randn(2, 4, generator=gen).to(dtype)] if gates == 4 else h
+    return [x, hx, *_rnn_weights(gates, dtype, gen)], {}
+
+
+def _rnn(gates, dtype, gen):
+    x = torch.randn(2, 1, 3, generator=gen).to(dtype)  # (seq, batch, features)
+    h = [torch.randn(1, 1, 4, generator=gen).to(dtype) for _ in range(2 if gates == 4 else 1)]
+    return [x, h if gates == 4 else h[0], _rnn_weights(gates, dtype, gen), True, 1, 0.0, False, False, False], {}
+
+
+def _grid(dtype, gen):
+    return torch.rand(1, 2, 2, 2, generator=gen).mul(2).sub(1).to(dtype)  # sampling points in [-1, 1]
+
+
+# Overloads whose argument constraints the generic rules cannot meet (weights sized by the gate count,
+# sampling grids): a call built by hand, (dtype, generator) -> (args, kwargs), tried first.
+HAND_BUILT_CALLS = {
+    "aten::lstm_cell": lambda dtype, gen: _cell(4, dtype, gen),
+    "aten::gru_cell": lambda dtype, gen: _cell(3, dtype, gen),
+    "aten::rnn_tanh_cell": lambda dtype, gen: _cell(1, dtype, gen),
+    "aten::rnn_relu_cell": lambda dtype, gen: _cell(1, dtype, gen),
+    "aten::lstm.input": lambda dtype, gen: _rnn(4, dtype, gen),
+    "aten::gru.input": lambda dtype, gen: _rnn(3, dtype, gen),
+    "aten::rnn_tanh.input": lambda dtype, gen: _rnn(1, dtype, gen),
+    "aten::rnn_relu.input": lambda dtype, gen: _rnn(1, dtype, gen),
+    "aten::grid_sampler_2d": lambda dtype, gen: (
+        [torch.randn(1, 1, 3, 3, generator=gen).to(dtype), _grid(dtype, gen), 0, 0, False], {}),
+    "aten::grid_sampler_2d_backward": lambda dtype, gen: (
+        [torch.randn(1, 1, 2, 2, generator=gen).to(dtype), torch.randn(1, 1, 3, 3, generator=gen).to(dtype),
+         _grid(dtype, gen), 0, 0, False, [True, True]], {}),
+    "aten::grid_sampler": lambda dtype, gen: (
+        [torch.randn(1, 1, 3, 3, generator=gen).to(dtype), _grid(dtype, gen), 0, 0, False], {}),
+}
+
+
+def _empty_like(result):
+    """An empty out= argument for one result of the functional sibling (the op resizes it)."""
+    if isinstance(result, torch.Tensor):
+        return torch.empty(0, dtype=result.dtype)
+    if isinstance(result, (list, tuple)) and result and all(isinstance(x, torch.Tensor) for x in result):
+        return [torch.empty(0, dtype=x.dtype) for x in result]
+    raise ValueError(f"the functional sibling returns {type(result).__name__}, no out= tensor to match")
+
+
 def candidate_calls(schema, dtype, functional=None, seed=0):
     """Yield (args, kwargs) for schema with tensors of dtype, most plausible first, or (None, exception)
     for a candidate the CPU refused already. Each call is fresh (the caller may mutate it); tensors are
     drawn from a generator seeded per candidate. functional: callable for the functional sibling of an
     out= overload (it gives the out= tensors their dtypes)."""
+    full = schema.name + ("." + schema.overload_name if schema.overload_name else "")
+    if full in HAND_BUILT_CALLS:
+        yield HAND_BUILT_CALLS[full](dtype, torch.Generator().manual_seed(seed))
     factory = is_factory(schema)
     outs = [a for a in schema.arguments if is_out(a)]
     out_dtypes = OUT_DTYPES if outs and functional is None else (None,)
@@ -210,12 +264,16 @@ def candidate_calls(schema, dtype, functional=None, seed=0):
             except Exception as e:  # noqa: BLE001  (the CPU refuses this call: next candidate)
                 yield None, e
                 continue
-            if not isinstance(results, tuple) or (len(outs) == 1 and str(outs[0].real_type) == "List[Tensor]"):
+            if not isinstance(results, tuple):
                 results = (results,)
+            # Functionalized in-place ops return (results, *updated inputs): the out= ones come first.
+            results = results[:len(outs)]
             if len(results) != len(outs):
                 yield None, ValueError(f"{len(results)} results for {len(outs)} out= arguments")
                 continue
-            for o, r in zip(outs, results):
-                kwargs[o.name] = [torch.empty(0, dtype=x.dtype) for x in r] if isinstance(r, list) else \
-                    torch.empty(0, dtype=r.dtype)
+            try:
+                kwargs.update({o.name: _empty_like(r) for o, r in zip(outs, results)})
+            except ValueError as e:
+                yield None, e
+                continue
         yield args, kwargs
