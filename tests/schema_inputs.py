@@ -52,6 +52,9 @@ STR_BY_NAME = {  # name -> (variant 0, variant 1)
 }
 
 
+OPTIONAL_FILLED = ("int", "float", "number", "bool", "List[int]")
+
+
 def _numel_dims(shape):
     return max(1, len(shape) - 2)
 
@@ -125,11 +128,21 @@ def _value(a, shape, variant, dtype, out_dtype, factory, gen):
         return True, torch.device("cpu")
     if name == "dtype" and "ScalarType" in t and (factory or not a.has_default_value()):
         return True, dtype
-    if a.has_default_value():
+    if a.has_default_value() and not (variant == 1 and t == "Optional[number]"):  # clamp needs min or max
         return False, None
     if is_out(a):
         od = torch.int64 if name in INDEX_TENSOR_NAMES else (out_dtype or dtype)
         return True, [torch.empty(0, dtype=od) for _ in range(2)] if t == "List[Tensor]" else torch.empty(0, dtype=od)
+    if t == "Optional[Tensor]" and name in STATS_TENSOR_NAMES:
+        channels = shape[1] if len(shape) > 1 else (shape[0] if shape else 1)
+        return True, STATS_TENSOR_NAMES[name](channels, dtype=dtype if dtype.is_floating_point else torch.float32)
+    if t.startswith("Optional["):
+        inner = t[len("Optional["):-1]
+        # None first; variant 1 gives a value (clamp needs min or max; upsample output_size or scale_factors)
+        if (variant == 1 or name == "output_size") and (inner in OPTIONAL_FILLED or name in ("min", "max")):
+            t = inner
+        else:
+            return True, None
     if t == "Tensor":
         return True, _tensor(name, shape, dtype, gen, variant)
     if t == "List[Tensor]":
@@ -137,11 +150,6 @@ def _value(a, shape, variant, dtype, out_dtype, factory, gen):
     if t == "List[Optional[Tensor]]":
         m = min(shape) if shape else 1
         return True, [torch.randint(0, m, (2,), generator=gen)]
-    if t == "Optional[Tensor]" and name in STATS_TENSOR_NAMES:
-        channels = shape[1] if len(shape) > 1 else (shape[0] if shape else 1)
-        return True, STATS_TENSOR_NAMES[name](channels, dtype=dtype if dtype.is_floating_point else torch.float32)
-    if t.startswith("Optional["):
-        return True, None
     if t == "int":
         if name in INT_BY_NAME:
             return True, INT_BY_NAME[name][variant]

@@ -22,6 +22,7 @@ import time
 
 FAULTS_VAR = "SWEEP_FAULTS"  # test hook: "crash:op_a,hang:op_b" makes a worker segfault / hang on that op
 WORKER_START_TIMEOUT_S = 120.0  # importing torch (+ op_db) on a busy 2-core machine
+MAX_FAILED_STARTS = 3  # a worker killed while starting (load, OOM) is replaced; more failures abort the sweep
 
 
 def first_line(e: BaseException) -> str:
@@ -135,6 +136,7 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at, log=None):
             w.close()
 
     live = set(workers)
+    failed_starts = 0
     while live:
         try:
             w, line = events.get(timeout=1.0)
@@ -157,7 +159,12 @@ def _run_queue(names, n_workers, cmd, op_timeout, stop_at, log=None):
                     log(f"worker died on {w.current}: {results[w.current]['error']}")
                 w.current = None
             elif not w.ready:
-                raise RuntimeError(f"sweep worker failed to start: {w.stderr_tail()}")
+                failed_starts += 1
+                why = f"exit code {w.proc.returncode}{', ' + w.timed_out if w.timed_out else ''}: {w.stderr_tail()}"
+                if failed_starts > MAX_FAILED_STARTS:
+                    raise RuntimeError(f"sweep workers failed to start {failed_starts} times; last: {why}")
+                if log:
+                    log(f"a sweep worker failed to start ({why}); starting another")
             if w.todo and time.time() < stop_at:
                 live.add(Worker(cmd, events, w.todo, op_timeout))
             continue
