@@ -322,7 +322,7 @@ def worker_main(cpu_only: bool) -> None:
     import torch_neuronx  # noqa: F401  (the device)
 
     warnings.simplefilter("ignore")
-    sweep_pool.serve(run_overload, hang_seconds=10 * OP_TIMEOUT_S)
+    sweep_pool.serve(run_overload, hang_seconds=10 * OP_TIMEOUT_S, device_faults=not cpu_only)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -36,12 +36,14 @@ def note(text: str) -> None:
     sys.stdout.flush()
 
 
-def serve(run_one, hang_seconds: float) -> None:
-    """Worker loop: run_one(name) -> record dict for each op name read from stdin."""
+def serve(run_one, hang_seconds: float, device_faults: bool = True) -> None:
+    """Worker loop: run_one(name) -> record dict for each op name read from stdin. device_faults=False: a
+    control worker (no device), which the FAULTS_VAR hook, simulating device crashes, leaves alone."""
     import faulthandler
 
     faulthandler.enable()
-    faults = {n: k for k, n in (f.split(":", 1) for f in os.environ.get(FAULTS_VAR, "").split(",") if ":" in f)}
+    spec = os.environ.get(FAULTS_VAR, "") if device_faults else ""
+    faults = {n: k for k, n in (f.split(":", 1) for f in spec.split(",") if ":" in f)}
     out = sys.stdout
     print("READY", flush=True)
     for line in sys.stdin:
