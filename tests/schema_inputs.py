@@ -9,6 +9,7 @@ dtypes are those the functional overload returns for the same call when there is
 dtype first, then bool / int64 / float32: comparison and index ops write those).
 """
 import itertools
+import re
 
 import torch
 
@@ -55,16 +56,18 @@ STR_BY_NAME = {  # name -> (variant 0, variant 1)
 OPTIONAL_FILLED = ("int", "float", "number", "bool", "List[int]")
 
 
-def _numel_dims(shape):
-    return max(1, len(shape) - 2)
+def spatial_dims(op_name: str) -> int | None:
+    """The N of an N-d op (conv2d, upsample_nearest3d_backward, reflection_pad1d, ...) from its name."""
+    m = re.search(r"([123])d(?:_|$)", op_name)
+    return int(m.group(1)) if m else None
 
 
-def _int_list(name, shape, variant):
+def _int_list(name, shape, variant, spatial, pad_op):
     nd = len(shape)
-    spatial = _numel_dims(shape) if variant == 0 else max(1, nd - 1)
+    k = spatial or (max(1, nd - 2) if variant == 0 else max(1, nd - 1))
     if name in ("size", "shape", "sizes") and variant == 0:
         return list(shape)
-    if name == "stride" and variant == 0:
+    if name == "stride" and variant == 0 and not spatial:
         return list(torch.empty(shape).stride()) if shape else []
     if name in ("dim", "axis", "axes", "dim_list", "opt_dim"):
         return [0] if variant == 0 else [-1]
@@ -72,12 +75,18 @@ def _int_list(name, shape, variant):
         return list(reversed(range(nd)))
     if name in ("repeats", "sizes", "size", "shape"):
         return [1] * nd if variant == 0 else [2] * nd
+    if name == "output_size" and spatial and variant == 0:
+        return list(shape[-k:])  # resampling to the same size: grad_output and input of a backward agree
+    if name == "input_size" and spatial:
+        return list(shape)
     if name in ("kernel_size", "output_size"):
-        return [2] * spatial
+        return [2] * k
     if name in ("stride", "dilation"):
-        return [1] * spatial
+        return [1] * k
+    if name == "padding" and pad_op:
+        return [1] * (2 * k)
     if name in ("padding", "output_padding"):
-        return [0] * spatial
+        return [0] * k
     if name in ("split_sizes", "split_size"):
         return [1, shape[0] - 1] if shape and shape[0] > 1 else [1]
     if name == "normalized_shape":
@@ -121,7 +130,7 @@ def is_factory(schema) -> bool:
                    not a.has_default_value()) and any(a.name == "device" for a in schema.arguments)
 
 
-def _value(a, shape, variant, dtype, out_dtype, factory, gen):
+def _value(a, shape, variant, dtype, out_dtype, factory, gen, spatial=None, pad_op=False):
     """(present, value) for one argument; present=False leaves it to its default."""
     t, name = str(a.real_type), a.name
     if name == "device" and "Device" in t:
@@ -155,7 +164,7 @@ def _value(a, shape, variant, dtype, out_dtype, factory, gen):
             return True, INT_BY_NAME[name][variant]
         return True, 1 if variant == 0 else 2
     if t == "List[int]":
-        return True, _int_list(name, shape, variant)
+        return True, _int_list(name, shape, variant, spatial, pad_op)
     if t == "float":
         return True, FLOAT_BY_NAME.get(name, 0.5)
     if t == "number":
@@ -251,14 +260,18 @@ def candidate_calls(schema, dtype, functional=None, seed=0):
     factory = is_factory(schema)
     outs = [a for a in schema.arguments if is_out(a)]
     out_dtypes = OUT_DTYPES if outs and functional is None else (None,)
-    for out_dtype, variant, shape in itertools.product(out_dtypes, (0, 1), SHAPES):
+    base = schema.name.split("::")[-1]
+    spatial, pad_op = spatial_dims(base), "pad" in base
+    # An N-d op gets (batched and unbatched) N-d inputs first.
+    shapes = (((1, 2) + (3,) * spatial, (2,) + (3,) * spatial) if spatial else ()) + SHAPES
+    for out_dtype, variant, shape in itertools.product(out_dtypes, (0, 1), shapes):
         if out_dtype == dtype:
             continue
         gen = torch.Generator().manual_seed(seed)
         args, kwargs = [], {}
         positional = True  # until a positional argument is left to its default: the rest go by name
         for a in schema.arguments:
-            present, value = _value(a, shape, variant, dtype, out_dtype, factory, gen)
+            present, value = _value(a, shape, variant, dtype, out_dtype, factory, gen, spatial, pad_op)
             if not present:
                 positional = positional and a.kwarg_only
                 continue
