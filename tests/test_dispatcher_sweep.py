@@ -57,7 +57,6 @@ def test_expected_table_matches_the_dispatcher():
     for op, line in EXPECTED.items():
         kind, _, reason = line.partition(": ")
         assert kind in ("pass", "xfail", "skip") and (kind == "pass" or reason.strip()), f"{op}: {line!r}"
-        assert "crash" not in kind, op
 
 
 def test_out_variants_get_the_functional_dtypes():
