@@ -59,6 +59,11 @@ def test_expected_table_matches_the_dispatcher():
         assert kind in ("pass", "xfail", "skip") and (kind == "pass" or reason.strip()), f"{op}: {line!r}"
 
 
+def test_fast_tier_names_real_overloads():
+    unknown = sorted(set(dispatcher_sweep.FAST_NAMED) - set(SWEPT))
+    assert not unknown, f"FAST_NAMED entries that are not swept overloads: {unknown}"
+
+
 def test_out_variants_get_the_functional_dtypes():
     # max.dim_max writes values and int64 indices: the generated out= tensors must say so, so that the
     # out= overload is swept for every dtype (not only int64).
