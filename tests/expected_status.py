@@ -6,8 +6,9 @@ A table maps an op id to one line:
                      strict: the test fails when the op starts passing (regenerate the table)
   "skip: REASON"     the sweep does not run the op (REASON says why); the test fails when it starts running
 
-Regenerating keeps the hand-written reason of an op that still fails; new failures get a reason from
-KNOWN_CAUSES (by the error text), "unclassified" when none applies.
+Regenerating keeps the reason of an op that still fails (it may be hand-written) unless it is
+"unclassified"; new failures get a reason from KNOWN_CAUSES (by op name and error text), "unclassified"
+when none applies.
 """
 import importlib.util
 import os
@@ -33,6 +34,12 @@ KNOWN_CAUSES = (
     ("aten::_efficientzerotensor", "known bug (issue 9 class 5): _efficientzerotensor crash"),
     ("set_: source storage is on cpu", "known bug (issue 9 class 5): set_ with a CPU storage"),
     ("tensor_indices_or_sections to be on cpu", "known bug (issue 9 class 5): tensor_split with a neuron index"),
+    ("Expected tensor to have CPU Backend", "known bug (issue 9 class 3): a CompositeExplicit kernel calls the "
+                                            "CPU implementation directly"),
+    ("Expected storage != nullptr", "known bug (issue 9 class 5): storage plumbing (copy-on-write clone)"),
+    ("aten::_stack.out", "known bug: on neuron, _stack.out misses the CPU kernel's serial-stack path and "
+                         "concatenates the unstacked inputs"),
+    ("instead of refusing it", "known bug: sparse / nested layouts built by a factory reach the device unrefused"),
     ("crash", "known bug: crashes the process"),
     ("timeout", "known bug: hangs"),
 )
@@ -60,7 +67,8 @@ def write(path: str, entries: dict[str, str], generator: str, partial: bool = Fa
     old = load(path)
     table = dict(old) if partial else {}
     for op, line in entries.items():
-        if line.startswith("xfail:") and old.get(op, "").startswith("xfail:"):
+        if line.startswith("xfail:") and old.get(op, "").startswith("xfail:") \
+                and not old[op].startswith("xfail: unclassified"):
             line = old[op]  # still failing: keep the (possibly hand-written) reason
         table[op] = line
     if partial:
