@@ -5,8 +5,8 @@ first ``SAMPLES_PER_DTYPE`` samples of ``op.sample_inputs("cpu", dtype)`` run on
 run raises is dropped (an op/dtype with no sample that runs on CPU is "cpu-unsupported" and is not in
 the denominator). The rest is copied to ``neuron`` (every tensor, nested or not; a ``device="cpu"``
 argument becomes ``"neuron"``; views keep their storage layout), run there, copied back and compared
-with ``torch.testing.assert_close`` (tolerances below). A bfloat16 output outside the tolerance still
-matches when it is as accurate as CPU's against a float32 reference (see _close_to_reference); such
+with ``torch.testing.assert_close`` (tolerances in tests/sweep_compare.py). A bfloat16 output outside the tolerance still
+matches when it is as accurate as CPU's against a float32 reference (see sweep_compare.close_to_reference); such
 outputs are noted in the record. Random ops are compared on shape and dtype only.
 
 Per op:
@@ -16,34 +16,30 @@ Per op:
             ("fail (crash)" / "fail (timeout)")
   cpu-unsupported / no-samples / skipped   not in the denominator
 
-Crash isolation: the ops are split over a few worker processes (a fixed list each, so a sweep is
-reproducible), handed over stdin one at a time. A worker announces each op before it starts it, so when
-a worker dies (segfault, abort) or exceeds the per-op timeout, the op it was on is known: it is recorded
-as "fail (crash ...)" / "fail (timeout ...)", a fresh worker continues with the rest of the list, and at
-the end the op is re-run alone in a fresh process to tell "also alone" from "in sequence only".
+Crash isolation and the time budget: tests/sweep_pool.py. Moving and comparing: tests/sweep_compare.py.
 
 Usage: python tests/opinfo_sweep.py [--ops a,b] [--json out.json] [--workers N] [--samples N]
-                                   [--failures-only] [--reference-inputs]
+                                   [--failures-only] [--reference-inputs] [--write-expected]
 """
 import argparse
 import json
 import os
-import queue
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import expected_status  # noqa: E402
+import sweep_compare  # noqa: E402
+import sweep_pool  # noqa: E402
 
 DTYPE_NAMES = ("float32", "bfloat16")
 SHORT = {"float32": "f32", "bfloat16": "bf16"}
 SAMPLES_PER_DTYPE = 3
 # One op (all its dtypes and samples) on a shared 2-core machine; the slowest op takes ~1 s.
 OP_TIMEOUT_S = float(os.environ.get("OPINFO_SWEEP_OP_TIMEOUT", "60"))
-FAULTS_VAR = "OPINFO_SWEEP_FAULTS"
 REFERENCE_INPUTS_VAR = "OPINFO_SWEEP_REFERENCE_INPUTS"  # 1: op.reference_inputs (more, larger samples)
-WORKER_START_TIMEOUT_S = 120.0  # importing torch + op_db
+EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "opinfo_status.py")
 
 # OpInfos not swept at all. They are not in the denominator, and they are printed with the table.
 # Keep this short: every entry is an op the sweep cannot meaningfully run, with the reason.
@@ -77,29 +73,6 @@ KEEP_ON_CPU: dict[str, tuple[tuple[int, ...], str]] = {
     "tensor_split": ((0,), "tensor_indices_or_sections must be a CPU tensor on every device (ATen check)"),
 }
 
-# float32 tolerances (rtol, atol) for ops whose results legitimately depend on accumulation order or
-# on the LAPACK/BLAS/FFT path taken: reductions, matrix products, decompositions, transforms. The
-# default float32 tolerances of assert_close (1.3e-6 / 1e-5) apply to everything else. Measured on the
-# simulated device (host kernels), no op needs the loose values yet: they are headroom for device
-# kernels that accumulate in another order, still tight enough to catch wrong results.
-FLOAT32_LOOSE = (1e-4, 1e-4)
-BFLOAT16_TOL = (1e-2, 1e-2)
-LOOSE_PREFIXES = ("linalg.", "nn.functional.conv", "nn.functional.linear", "nn.functional.bilinear", "fft.")
-LOOSE_NAMES = {
-    "matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "addmv", "addr", "mv", "dot", "vdot", "inner",
-    "outer", "einsum", "tensordot", "chain_matmul", "kron", "cdist", "pdist", "cholesky", "cholesky_solve",
-    "cholesky_inverse", "lu", "lu_solve", "lu_unpack", "triangular_solve", "pinverse", "inverse", "det",
-    "logdet", "slogdet", "svd", "svd_lowrank", "pca_lowrank", "qr", "geqrf", "ormqr",
-    "matrix_exp", "trace", "std", "var", "std_mean", "var_mean", "sum", "nansum", "mean", "nanmean",
-    "prod", "cumsum", "cumprod", "logcumsumexp", "logsumexp", "norm", "renorm", "dist", "trapz",
-    "trapezoid", "cumulative_trapezoid", "softmax", "log_softmax", "_softmax_backward_data",
-    "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.instance_norm",
-    "nn.functional.batch_norm", "nn.functional.rms_norm", "nn.functional.local_response_norm",
-    "nn.functional.normalize", "nn.functional.cosine_similarity", "nn.functional.pairwise_distance",
-    "nn.functional.scaled_dot_product_attention", "nn.functional.multi_head_attention_forward",
-    "stft", "istft", "corrcoef", "cov",
-}
-
 
 def op_id(op) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
@@ -113,136 +86,15 @@ def is_random(op) -> bool:
 
 
 def tolerances(op, dtype_name: str):
-    if dtype_name == "bfloat16":
-        return BFLOAT16_TOL
-    if op.name in LOOSE_NAMES or op.name.startswith(LOOSE_PREFIXES) or type(op).__name__ == "ReductionOpInfo":
-        return FLOAT32_LOOSE
-    return None  # assert_close defaults
+    return sweep_compare.tolerance(op.name, dtype_name, reduction=type(op).__name__ == "ReductionOpInfo")
 
 
 # ----------------------------------------------------------------------------------------------------
 # worker side
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
-
-
-def _to_neuron(obj):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        # A copy (the CPU run may modify the original in place) with the same storage layout: views keep
-        # their strides, storage offset and the rest of their storage (as_strided reads it).
-        t = obj.detach()
-        if t.layout != torch.strided:  # sparse and other layouts: however the device takes them
-            return t.to("neuron")
-        if t._is_view() or t.storage_offset() != 0 or not t.is_contiguous():
-            n = t.untyped_storage().nbytes() // t.element_size()
-            storage = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (n,), (1,))
-            return storage.clone().to("neuron").as_strided(t.size(), t.stride(), t.storage_offset())
-        return t.clone().to("neuron")
-    if isinstance(obj, torch.device) and obj.type == "cpu":
-        return torch.device("neuron")
-    if isinstance(obj, str) and obj == "cpu":
-        return "neuron"
-    if isinstance(obj, list):
-        return [_to_neuron(x) for x in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_to_neuron(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _to_neuron(v) for k, v in obj.items()}
-    return obj
-
-
-def _flatten(out):
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [x for o in out for x in _flatten(o)]
-    if isinstance(out, dict):
-        return [x for k in sorted(out) for x in _flatten(out[k])]
-    return [out]
-
-
-def _upcast(obj):
-    """The sample with its bfloat16 tensors as float32 copies: inputs of the float32 reference."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to(torch.float32) if obj.dtype == torch.bfloat16 else obj.detach().clone()
-    if isinstance(obj, list):
-        return [_upcast(x) for x in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_upcast(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _upcast(v) for k, v in obj.items()}
-    return obj
-
-
-def _rmse(a, b) -> float:
-    return (a.double() - b.double()).pow(2).mean().sqrt().item()
-
-
-def _close_to_reference(c, d, ref) -> bool:
-    """bfloat16 rescue, as torch._dynamo.utils.same does for low-precision backends: the neuron result is
-    accepted when its RMSE against a float32 reference (same inputs, upcast) is at most twice the CPU
-    bfloat16 result's RMSE against it (dynamo allows 3x) plus atol/10. An op decomposed differently
-    from CPU's fused kernel rounds at other places, so bfloat16 results can differ from CPU's by more
-    than 1e-2 while being just as accurate."""
-    import torch
-
-    if not isinstance(ref, torch.Tensor) or ref.shape != c.shape or not ref.is_floating_point():
-        return False
-    ref = ref.detach().to("cpu")
-    finite = torch.isfinite(ref) & torch.isfinite(c.float())
-    if not torch.equal(torch.isfinite(d.float()) & finite, finite) or not finite.any():
-        return False
-    cpu_err, dev_err = _rmse(c[finite], ref[finite]), _rmse(d[finite], ref[finite])
-    return dev_err <= 2.0 * cpu_err + BFLOAT16_TOL[1] / 10
-
-
 def _compare(op, dtype_name, cpu_out, dev_out, random_op, ref_out=None) -> list[str]:
-    """Raise AssertionError describing the first difference. Returns notes (outputs matched by reference)."""
-    import torch
-
-    notes = []
-    cpu_leaves, dev_leaves = _flatten(cpu_out), _flatten(dev_out)
-    ref_leaves = _flatten(ref_out) if ref_out is not None else []
-    if len(ref_leaves) != len(cpu_leaves):
-        ref_leaves = [None] * len(cpu_leaves)
-    if len(cpu_leaves) != len(dev_leaves):
-        raise AssertionError(f"output structure differs: {len(cpu_leaves)} vs {len(dev_leaves)} leaves")
-    tol = tolerances(op, dtype_name)
-    for i, (c, d) in enumerate(zip(cpu_leaves, dev_leaves)):
-        if isinstance(c, torch.Tensor):
-            if not isinstance(d, torch.Tensor):
-                raise AssertionError(f"output {i}: neuron returned {type(d).__name__}, CPU a tensor")
-            if c.device.type == "cpu" and d.device.type != "neuron":
-                raise AssertionError(f"output {i}: on {d.device} instead of neuron")
-            if c.shape != d.shape or c.dtype != d.dtype:
-                raise AssertionError(f"output {i}: neuron {d.dtype}{list(d.shape)} vs CPU {c.dtype}{list(c.shape)}")
-            if random_op:
-                continue
-            d = d.detach().to("cpu")
-            kw = {} if tol is None or not (c.is_floating_point() or c.is_complex()) else {"rtol": tol[0], "atol": tol[1]}
-            try:
-                torch.testing.assert_close(d, c.detach(), equal_nan=True, check_stride=False, **kw)
-            except AssertionError as e:
-                if dtype_name == "bfloat16" and c.is_floating_point() and _close_to_reference(c, d, ref_leaves[i]):
-                    notes.append(f"output {i} matched by float32-reference RMSE")
-                    continue
-                lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-                raise AssertionError(f"output {i}: " + "; ".join(lines[:3])) from None
-        elif isinstance(c, float) and isinstance(d, float):
-            if not random_op and not (abs(c - d) <= 1e-5 + 1e-5 * abs(c) or (c != c and d != d)):
-                raise AssertionError(f"output {i}: {d} vs CPU {c}")
-        elif not random_op and c != d and not isinstance(c, torch.Tensor):
-            raise AssertionError(f"output {i}: {d!r} vs CPU {c!r}")
-    return notes
+    return sweep_compare.compare(cpu_out, dev_out, tolerances(op, dtype_name), not random_op, ref_out)
 
 
 def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
@@ -265,7 +117,7 @@ def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
             inputs = op.reference_inputs if os.environ.get(REFERENCE_INPUTS_VAR) == "1" else op.sample_inputs
             samples = list(itertools.islice(inputs("cpu", dtype, requires_grad=False), n_samples))
         except Exception as e:  # noqa: BLE001
-            record["dtypes"][dtype_name] = {"status": "cpu-unsupported", "error": "sample_inputs: " + _first_line(e)}
+            record["dtypes"][dtype_name] = {"status": "cpu-unsupported", "error": "sample_inputs: " + sweep_pool.first_line(e)}
             continue
         ran_on_cpu, status, error, notes = 0, "match", None, set()
         keep = KEEP_ON_CPU.get(op_id(op), ((),))[0]
@@ -273,16 +125,16 @@ def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
             # Copy to neuron (and upcast for the bf16 reference) first: the CPU run may modify its inputs.
             move_error = None
             try:
-                dev_input = _to_neuron(sample.input)
-                dev_args = tuple((a.clone() if isinstance(a, torch.Tensor) else a) if i in keep else _to_neuron(a)
+                dev_input = sweep_compare.to_neuron(sample.input)
+                dev_args = tuple((a.clone() if isinstance(a, torch.Tensor) else a) if i in keep else sweep_compare.to_neuron(a)
                              for i, a in enumerate(sample.args))
-                dev_kwargs = _to_neuron(dict(sample.kwargs))
+                dev_kwargs = sweep_compare.to_neuron(dict(sample.kwargs))
             except Exception as e:  # noqa: BLE001  (e.g. a sparse tensor refused by the device)
                 move_error = e
             ref_inputs = None
             if dtype_name == "bfloat16" and not random_op:
                 try:
-                    ref_inputs = (_upcast(sample.input), _upcast(tuple(sample.args)), _upcast(dict(sample.kwargs)))
+                    ref_inputs = (sweep_compare.upcast(sample.input), sweep_compare.upcast(tuple(sample.args)), sweep_compare.upcast(dict(sample.kwargs)))
                 except Exception:  # noqa: BLE001  (no reference then: plain comparison)
                     ref_inputs = None
             try:
@@ -306,9 +158,9 @@ def run_op(op, n_samples=SAMPLES_PER_DTYPE) -> dict:
                 torch_neuronx.synchronize()
                 notes.update(_compare(op, dtype_name, cpu_out, dev_out, random_op, ref_out))
             except AssertionError as e:
-                status, error = "mismatch", _first_line(e)
+                status, error = "mismatch", sweep_pool.first_line(e)
             except Exception as e:  # noqa: BLE001
-                status, error = "error", _first_line(e)
+                status, error = "error", sweep_pool.first_line(e)
             fallback_ops.update(torch_neuronx.get_fallback_ops())
             if status != "match":
                 break
@@ -341,10 +193,8 @@ def classify(record) -> dict:
 
 
 def worker_main(n_samples: int) -> None:
-    import faulthandler
     import warnings
 
-    faulthandler.enable()
     warnings.simplefilter("ignore")
     import torch  # noqa: F401
     import torch_neuronx  # noqa: F401
@@ -352,141 +202,15 @@ def worker_main(n_samples: int) -> None:
 
     warnings.simplefilter("ignore")
     by_id = {op_id(op): op for op in op_db}
-    # Test hook for the isolation machinery: OPINFO_SWEEP_FAULTS="crash:op_a,hang:op_b" makes the worker
-    # segfault / hang when it starts that op.
-    faults = {n: k for k, n in (f.split(":", 1) for f in os.environ.get(FAULTS_VAR, "").split(",") if ":" in f)}
-    out = sys.stdout
-    print("READY", flush=True)
-    for line in sys.stdin:
-        name = line.strip()
-        if not name:
-            continue
-        print("START " + name, flush=True)
-        if faults.get(name) == "crash":
-            faulthandler._sigsegv()
-        elif faults.get(name) == "hang":
-            time.sleep(10 * OP_TIMEOUT_S)
-        t0 = time.time()
-        try:
-            record = run_op(by_id[name], n_samples)
-        except Exception as e:  # noqa: BLE001  (a bug in the sweep itself: report it as such)
-            record = {"op": name, "status": "fail", "error": "sweep error: " + _first_line(e), "dtypes": {},
-                      "fallback_ops": []}
-        record["seconds"] = round(time.time() - t0, 3)
-        out.write("RESULT " + json.dumps(record) + "\n")
-        out.flush()
+
+    def run_one(name):
+        return {"dtypes": {}, "fallback_ops": [], **run_op(by_id[name], n_samples)}
+
+    sweep_pool.serve(run_one, hang_seconds=10 * OP_TIMEOUT_S)
 
 
 # ----------------------------------------------------------------------------------------------------
 # parent side
-
-
-class Worker:
-    def __init__(self, wid: int, events: queue.Queue, n_samples: int, todo: list[str]):
-        self.wid = wid
-        self.todo = todo  # this worker's ops, in order
-        self.stderr = tempfile.TemporaryFile(mode="w+b")
-        env = dict(os.environ, TORCH_NEURONX_LOG_LEVEL="0", PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", "--samples", str(n_samples)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1, env=env)
-        self.current: str | None = None
-        self.deadline = time.time() + WORKER_START_TIMEOUT_S
-        self.ready = False
-        self.timed_out = None
-        threading.Thread(target=self._read, args=(events,), daemon=True).start()
-
-    def _read(self, events):
-        for line in self.proc.stdout:
-            events.put((self, line.rstrip("\n")))
-        events.put((self, None))  # EOF: the process exited
-
-    def send(self, name: str):
-        self.current = name
-        self.deadline = time.time() + OP_TIMEOUT_S
-        self.proc.stdin.write(name + "\n")
-        self.proc.stdin.flush()
-
-    def stderr_tail(self) -> str:
-        self.stderr.seek(0)
-        lines = [ln for ln in self.stderr.read().decode(errors="replace").splitlines() if ln.strip()]
-        keep = [ln for ln in lines if "Fatal Python error" in ln or "Error" in ln or "Aborted" in ln]
-        return (keep[-1] if keep else (lines[-1] if lines else "")).strip()[:300]
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-def _run_queue(names, n_workers, n_samples, on_dead):
-    """Run names over n_workers processes. on_dead(name, kind, detail) -> record for an op a worker died on.
-
-    Worker i gets names[i::n_workers], in order, so that every op runs after the same ops in the same
-    process from one sweep to the next (a device bug that depends on earlier ops reproduces). A worker
-    replacing a dead one continues its list."""
-    events: queue.Queue = queue.Queue()
-    results: dict[str, dict] = {}
-    n = max(1, min(n_workers, len(names)))
-    workers = [Worker(i, events, n_samples, list(names[i::n])) for i in range(n) if names[i::n]]
-    next_id = len(workers)
-
-    def feed(w):
-        if w.todo:
-            w.send(w.todo.pop(0))
-        else:
-            w.current = None
-            w.close()
-
-    live = set(workers)
-    while live:
-        try:
-            w, line = events.get(timeout=1.0)
-        except queue.Empty:
-            w, line = None, None
-            now = time.time()
-            for x in list(live):
-                if x.proc.poll() is None and now > x.deadline:
-                    x.timed_out = f"timeout after {OP_TIMEOUT_S:.0f} s" if x.ready else "worker start timeout"
-                    x.kill()  # the reader thread then posts EOF, handled below
-            continue
-        if w not in live:
-            continue
-        if line is None:  # the worker exited
-            live.discard(w)
-            w.proc.wait()
-            if w.current is not None:
-                kind = w.timed_out or f"crash, exit code {w.proc.returncode}"
-                results[w.current] = on_dead(w.current, kind, w.stderr_tail())
-                w.current = None
-            elif not w.ready:
-                raise RuntimeError(f"sweep worker failed to start: {w.stderr_tail()}")
-            if w.todo:
-                nw = Worker(next_id, events, n_samples, w.todo)
-                next_id += 1
-                live.add(nw)
-            continue
-        if line == "READY":
-            w.ready = True
-            feed(w)
-        elif line.startswith("START "):
-            pass
-        elif line.startswith("RESULT "):
-            record = json.loads(line[len("RESULT "):])
-            results[record["op"]] = record
-            w.current = None
-            feed(w)
-    return results
 
 
 def run_sweep(names=None, n_workers=2, n_samples=SAMPLES_PER_DTYPE, log=None) -> dict:
@@ -502,26 +226,9 @@ def run_sweep(names=None, n_workers=2, n_samples=SAMPLES_PER_DTYPE, log=None) ->
         all_ids = [n for n in all_ids if n in set(names)]
     skipped = {n: SKIPS[n] for n in all_ids if n in SKIPS}
     todo = [n for n in all_ids if n not in SKIPS]
-
-    def died(name, kind, detail):
-        return {"op": name, "status": "fail", "crash": kind, "detail": detail, "dtypes": {}, "fallback_ops": [],
-                "error": f"{kind}: {detail}" if detail else kind}
-
-    results = _run_queue(todo, n_workers, n_samples, died)
-    # Each op a worker died on runs again alone in a fresh process: a crash that needs what ran before it
-    # in the same process shows up as "in sequence only" (still a device bug: state leaks between ops).
-    for name in [n for n in todo if results[n].get("crash")]:
-        first = results[name]
-        if log:
-            log(f"worker died on {name} ({first['crash']}); re-running it alone")
-        alone = _run_queue([name], 1, n_samples, died)[name]
-        if alone.get("crash"):
-            alone["error"] = f"fail ({alone['crash']}, also alone): {alone['detail']}".rstrip(": ")
-            results[name] = alone
-        else:
-            first["error"] = (f"fail ({first['crash']} in sequence only; alone: {alone['status']}): "
-                              f"{first['detail']}").rstrip(": ")
-    records = [results[n] for n in todo]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--samples", str(n_samples)]
+    results, _ = sweep_pool.run_isolated(todo, cmd, n_workers, OP_TIMEOUT_S, log=log)
+    records = [{"dtypes": {}, "fallback_ops": [], **results[n]} for n in todo]
     return {"records": records, "skipped": skipped, "seconds": round(time.time() - t0, 1)}
 
 
@@ -534,6 +241,20 @@ def summarize(result) -> dict:
             "cpu_unsupported": counts["cpu-unsupported"], "no_samples": counts["no-samples"],
             "skipped": len(result["skipped"]), "match_pct": 100.0 * matched / ran if ran else 100.0,
             "seconds": result["seconds"]}
+
+
+def pass_fail_skip(record) -> str:
+    """pass / fail / skip, as tests/expected_status.py checks it."""
+    return {"native": "pass", "fallback": "pass", "fail": "fail"}.get(record["status"], "skip")
+
+
+def expected_entry(record) -> str:
+    status = pass_fail_skip(record)
+    if status == "pass":
+        return "pass"
+    if status == "skip":
+        return "skip: " + record["status"] + (f" ({record['error']})" if record.get("error") else "")
+    return "xfail: " + expected_status.explain(record["op"], record["error"])
 
 
 def format_table(result, per_op=True, failures_only=False) -> str:
@@ -565,6 +286,8 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--samples", type=int, default=SAMPLES_PER_DTYPE)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--write-expected", action="store_true",
+                   help=f"rewrite {os.path.relpath(EXPECTED_FILE)} from this sweep (keeps hand-written reasons)")
     p.add_argument("--failures-only", action="store_true", help="print only failing ops in the table")
     p.add_argument("--reference-inputs", action="store_true",
                    help="draw samples from op.reference_inputs (a wider, exploratory set) instead of sample_inputs")
@@ -579,6 +302,10 @@ def main(argv=None):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"summary": summarize(result), **result}, f, indent=1)
+    if a.write_expected:
+        entries = {r["op"]: expected_entry(r) for r in result["records"]}
+        entries.update({n: "skip: " + why for n, why in result["skipped"].items()})
+        expected_status.write(EXPECTED_FILE, entries, "tests/opinfo_sweep.py", partial=names is not None)
 
 
 if __name__ == "__main__":

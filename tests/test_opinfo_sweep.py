@@ -1,7 +1,8 @@
 """OpInfo compare-to-CPU sweep over PyTorch's own op_db (float32 and bfloat16, a few samples per op).
 
 Requirement: at least 97% of the ops that run on CPU match on `neuron` (match = native or fallback).
-Every failure counts against the rate, the expected ones below included. The engine and the per-op
+Every failure counts against the rate, the expected ones included. Each op also has its own test
+against its checked-in expected status (tests/expected/opinfo_status.py). The engine and the per-op
 table are in tests/opinfo_sweep.py (`python tests/opinfo_sweep.py` prints the whole table).
 """
 import os
@@ -11,20 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import expected_status  # noqa: E402
 import opinfo_sweep  # noqa: E402
+import sweep_pool  # noqa: E402
 
 MIN_MATCH_PCT = 97.0
-
-# Failures investigated and explained by a documented Neuron limitation. They still count as failures
-# in the match rate; an entry whose op no longer fails is stale and fails test_expected_failures_current.
-EXPECTED_FAILURES: dict[str, str] = {
-    "to": "one sample converts to memory_format=torch.channels_last; Neuron tensors support only "
-          "contiguous_format / preserve_format and raise for others (torchneuron-behaviour.md §3.5)",
-    "to_sparse": "sparse layouts do not exist on the neuron device (the device refuses them with a clear "
-                 "NotImplementedError; localneuron/ops/features.py SPARSE)",
-    "sparse.sampled_addmm": "sparse CSR input on the neuron device: sparse layouts are not supported",
-    "sparse.mm.reduce": "sparse CSR input on the neuron device: sparse layouts are not supported",
-}
+# Expected status per OpInfo: pass, or xfail / skip with the reason (tests/expected_status.py).
+EXPECTED = expected_status.load(opinfo_sweep.EXPECTED_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -37,19 +31,20 @@ def _failures(result):
 
 
 def test_opinfo_match_rate(sweep, capsys):
+    # Every failure counts against the rate, the expected ones included.
     s = opinfo_sweep.summarize(sweep)
     failures = _failures(sweep)
-    unexpected = [r for r in failures if r["op"] not in EXPECTED_FAILURES]
+    expected = [r for r in failures if EXPECTED.get(r["op"], "").startswith("xfail")]
     lines = ["", "OpInfo compare-to-CPU sweep: failures"]
     for r in failures:
-        tag = "expected" if r["op"] in EXPECTED_FAILURES else "UNEXPECTED"
+        tag = "expected" if r in expected else "UNEXPECTED"
         lines.append(f"  {r['op']:<28} {tag:<10} {r['error']}")
     for name, why in sweep["skipped"].items():
         lines.append(f"  {name:<28} skipped    {why}")
     lines.append(opinfo_sweep.format_table(sweep, per_op=False))
     if s["ran_on_cpu"]:
-        lines.append(f"(for information: {100.0 * (s['ran_on_cpu'] - len(unexpected)) / s['ran_on_cpu']:.2f}% "
-                     f"counting the {len(failures) - len(unexpected)} expected failures as matches)")
+        lines.append(f"(for information: {100.0 * (s['ran_on_cpu'] - len(failures) + len(expected)) / s['ran_on_cpu']:.2f}% "
+                     f"counting the {len(expected)} expected failures as matches)")
     with capsys.disabled():
         print("\n".join(lines))
 
@@ -59,11 +54,18 @@ def test_opinfo_match_rate(sweep, capsys):
         + "; ".join(f"{r['op']}: {r['error']}" for r in failures))
 
 
-def test_expected_failures_current(sweep):
-    status = {r["op"]: r["status"] for r in sweep["records"]}
-    stale = {op: status.get(op, "not in op_db") for op in EXPECTED_FAILURES if status.get(op) != "fail"}
-    assert not stale, f"EXPECTED_FAILURES entries that no longer fail (remove them): {stale}"
-    assert all(reason.strip() for reason in EXPECTED_FAILURES.values())
+@pytest.mark.parametrize("op", sorted(EXPECTED))
+def test_opinfo_op(sweep, op):
+    records = {r["op"]: r for r in sweep["records"]}
+    records.update({n: {"op": n, "status": "skipped", "error": why} for n, why in sweep["skipped"].items()})
+    assert op in records, f"{op} is no longer in op_db: regenerate with python3 tests/opinfo_sweep.py --write-expected"
+    r = records[op]
+    expected_status.check(op, EXPECTED[op], opinfo_sweep.pass_fail_skip(r), r.get("error") or "")
+
+
+def test_every_opinfo_has_an_expected_status(sweep):
+    missing = sorted({r["op"] for r in sweep["records"]} - set(EXPECTED))
+    assert not missing, f"OpInfos without an expected status (python3 tests/opinfo_sweep.py --write-expected): {missing}"
 
 
 def test_skip_table_is_small_and_reasoned():
@@ -95,7 +97,7 @@ def test_comparison_is_strict():
 def test_crash_is_isolated_and_recorded(monkeypatch):
     # A worker that dies on an op (here a forced segfault) costs only that op: it is recorded as a
     # crash, confirmed alone in a fresh process, and the other ops still run.
-    monkeypatch.setenv(opinfo_sweep.FAULTS_VAR, "crash:neg")
+    monkeypatch.setenv(sweep_pool.FAULTS_VAR, "crash:neg")
     result = opinfo_sweep.run_sweep(["abs", "neg", "add"], n_workers=1)
     by_op = {r["op"]: r for r in result["records"]}
     assert by_op["neg"]["status"] == "fail"
