@@ -5,7 +5,10 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +19,9 @@ namespace {
 constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
 constexpr size_t kSmallLimit = 1 << 20;
 constexpr size_t kRoundedLimit = 16 << 20;
+constexpr size_t kSegment = 2 << 20;
+// Larger requests fit no HBM, and rounding them could overflow.
+constexpr size_t kMaxRequest = static_cast<size_t>(kMaxCapacity);
 constexpr size_t kAgg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
 struct BlockHeader {
@@ -25,10 +31,10 @@ struct BlockHeader {
 
 // Size classes of TorchNeuron's caching allocator: small requests in 512-byte steps, mid-size
 // requests in 2 MiB segments, large requests unrounded (beyond 512-byte alignment).
+// Requires n <= kMaxRequest.
 size_t round_size(size_t n) {
   if (n < kSmallLimit || n >= kRoundedLimit) return (n + 511) & ~size_t(511);
-  constexpr size_t seg = 2 << 20;
-  return (n + seg - 1) / seg * seg;
+  return (n + kSegment - 1) / kSegment * kSegment;
 }
 
 struct DeviceMemory {
@@ -40,11 +46,20 @@ struct DeviceMemory {
 };
 DeviceMemory g_memory[kMaxDevices];
 
-std::string format_bytes(int64_t b) {
+// "512 bytes", "1.50 KiB", "24.00 GiB": never "0.00 MiB" for a small request.
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   char buf[64];
-  const double gib = static_cast<double>(b) / (1LL << 30);
-  if (gib >= 1.0) std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
-  else std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  if (std::fabs(bytes) < 1024) {
+    std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+    return buf;
+  }
+  int unit = -1;
+  while (std::fabs(bytes) >= 1024 && unit < 5) {
+    bytes /= 1024;
+    unit++;
+  }
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[unit]);
   return buf;
 }
 
@@ -60,22 +75,44 @@ void release_cache_locked(DeviceMemory& m) {
   m.cached_bytes = 0;
 }
 
-// Reserves `bytes` more of the device's HBM, flushing the cache once before giving up.
-void reserve_locked(DeviceMemory& m, c10::DeviceIndex device, int64_t bytes, int64_t requested) {
+enum class Room { Free, AfterFlush, None };
+
+// Whether `bytes` more fit the device's HBM as it is, or once the cached free blocks are released.
+Room room_for_locked(const DeviceMemory& m, size_t bytes) {
+  if (bytes > kMaxRequest) return Room::None;
+  const int64_t free = device_capacity() - m.c.reserved_current;
+  if (static_cast<int64_t>(bytes) <= free) return Room::Free;
+  if (static_cast<int64_t>(bytes) <= free + m.cached_bytes) return Room::AfterFlush;
+  return Room::None;
+}
+
+// Counts a failed request and raises; every other counter stays as it was.
+[[noreturn]] void raise_out_of_memory_locked(DeviceMemory& m, c10::DeviceIndex device, size_t requested,
+                                             size_t rounded, bool host_failed) {
+  m.c.ooms++;
   const int64_t capacity = device_capacity();
-  if (m.c.reserved_current + bytes > capacity && m.cached_bytes > 0) {
+  std::string request = format_bytes(rounded);
+  if (rounded != requested) request += " (" + std::to_string(requested) + " bytes requested, rounded up)";
+  const std::string where = "neuron:" + std::to_string(device) + " (simulated " + target_name() +
+                            " NeuronCore) has a total capacity of " + format_bytes(capacity) + " of which " +
+                            format_bytes(capacity - m.c.reserved_current) + " is free. Of the allocated memory " +
+                            format_bytes(m.c.allocated_current) + " is allocated by tensors, and " +
+                            format_bytes(m.cached_bytes) + " is reserved but unallocated (cached for reuse).";
+  if (host_failed) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "Neuron out of memory. Tried to allocate ", request, ". ", where,
+                     " The simulated NeuronCore has room, but the host could not provide the memory that "
+                     "simulates it. Free host memory, or lower LOCALNEURON_HBM_BYTES_PER_CORE to rehearse the "
+                     "device's limit on this machine.");
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "Neuron out of memory. Tried to allocate ", request, ". ", where,
+                   " Reduce the batch size or model size, shard the model across more NeuronCores, or pick a "
+                   "larger target with LOCALNEURON_TARGET.");
+}
+
+void commit_reservation_locked(DeviceMemory& m, Room room, int64_t bytes) {
+  if (room == Room::AfterFlush) {
     m.c.alloc_retries++;
     release_cache_locked(m);
-  }
-  if (m.c.reserved_current + bytes > capacity) {
-    m.c.ooms++;
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "Neuron out of memory. Tried to allocate ",
-                     format_bytes(requested), " on neuron:", static_cast<int>(device), " (simulated ",
-                     target_name(), " NeuronCore with ", format_bytes(capacity), " of HBM); ",
-                     format_bytes(m.c.allocated_current), " is allocated by tensors and ",
-                     format_bytes(capacity - m.c.reserved_current),
-                     " is free. Reduce the batch size or model size, shard the model across more "
-                     "NeuronCores, or pick a larger target with LOCALNEURON_TARGET.");
   }
   m.c.reserved_current += bytes;
   m.c.reserved_total += bytes;
@@ -104,31 +141,40 @@ void free_block(void* ctx) {
   m.cached_bytes += static_cast<int64_t>(b->rounded);
 }
 
+BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded) {
+  auto it = m.cached.find(rounded);
+  if (it == m.cached.end() || it->second.empty()) return nullptr;
+  BlockHeader* block = it->second.back();
+  it->second.pop_back();
+  m.cached_bytes -= static_cast<int64_t>(rounded);
+  return block;
+}
+
+// The host memory is obtained before any counter moves (and before the cache is flushed to make
+// room), so a request that fails for either reason leaves the statistics as they were. Like
+// CUDA's caching allocator, the device lock is held while the backing memory is obtained.
 c10::DataPtr allocate_block(size_t n, c10::Device device) {
   const c10::DeviceIndex index = device.index();
   if (n == 0) return c10::DataPtr(nullptr, device);
-  const size_t rounded = round_size(n);
   check_not_forked_child();
   mark_runtime_initialized();
+  const size_t rounded = n > kMaxRequest ? n : round_size(n);
   DeviceMemory& m = g_memory[index];
-  BlockHeader* block = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    auto it = m.cached.find(rounded);
-    if (it != m.cached.end() && !it->second.empty()) {
-      block = it->second.back();
-      it->second.pop_back();
-      m.cached_bytes -= static_cast<int64_t>(rounded);
-    } else {
-      reserve_locked(m, index, static_cast<int64_t>(rounded), static_cast<int64_t>(n));
-    }
-    count_alloc_locked(m, static_cast<int64_t>(rounded));
-  }
+  std::lock_guard<std::mutex> lock(m.mu);
+  BlockHeader* block = take_cached_locked(m, rounded);
   if (block == nullptr) {
-    block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
+    const Room room = room_for_locked(m, rounded);
+    if (room == Room::None) raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/false);
+    try {
+      block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
+    } catch (const c10::Error&) {
+      raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/true);
+    }
     block->rounded = rounded;
     block->device = index;
+    commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
   }
+  count_alloc_locked(m, static_cast<int64_t>(rounded));
   return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
 }
 
@@ -188,7 +234,11 @@ bool is_device_block(const c10::DataPtr& ptr) { return ptr.get_deleter() == &fre
 void account_adopted(c10::DeviceIndex device, int64_t bytes) {
   DeviceMemory& m = g_memory[device];
   std::lock_guard<std::mutex> lock(m.mu);
-  reserve_locked(m, device, bytes, bytes);
+  const Room room = room_for_locked(m, static_cast<size_t>(bytes));
+  if (room == Room::None) {
+    raise_out_of_memory_locked(m, device, static_cast<size_t>(bytes), static_cast<size_t>(bytes), false);
+  }
+  commit_reservation_locked(m, room, bytes);
   count_alloc_locked(m, bytes);
 }
 

@@ -16,6 +16,8 @@ thread_local c10::DeviceIndex t_current = 0;
 void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target) {
   TORCH_CHECK(count >= 0 && count <= kMaxDevices, "localneuron supports 0 to ", kMaxDevices,
               " NeuronCores per process, got ", count);
+  TORCH_CHECK(hbm_bytes_per_core > 0 && hbm_bytes_per_core <= kMaxCapacity, "the HBM per NeuronCore must be 1 to ",
+              kMaxCapacity, " bytes, got ", hbm_bytes_per_core);
   g_count = count;
   g_capacity = hbm_bytes_per_core;
   g_target = target;
@@ -27,18 +29,16 @@ const std::string& target_name() { return g_target; }
 
 c10::DeviceIndex current_device() { return t_current; }
 
-c10::DeviceIndex checked_index(c10::DeviceIndex index) {
-  if (index < 0) return t_current;
+c10::DeviceIndex checked_index(int64_t index) {
+  if (index == -1) return t_current;
   const auto n = device_count();
-  if (index >= n) {
+  if (index < 0 || index >= n) {
     if (n == 0) {
-      TORCH_CHECK_WITH(IndexError, false, "Device index ", static_cast<int>(index),
-                       " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
+      TORCH_CHECK_WITH(IndexError, false, "Device index ", index, " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
     }
-    TORCH_CHECK_WITH(IndexError, false, "Device index ", static_cast<int>(index),
-                     " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1, ".");
+    TORCH_CHECK_WITH(IndexError, false, "Device index ", index, " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1, ".");
   }
-  return index;
+  return static_cast<c10::DeviceIndex>(index);
 }
 
 void set_current_device(c10::DeviceIndex index) { t_current = checked_index(index); }

@@ -8,6 +8,8 @@ namespace localneuron {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 64;
+// Caps the HBM per core so that every byte count of the allocator stays far inside int64.
+constexpr int64_t kMaxCapacity = int64_t(1) << 62;
 
 // Set once from Python (runtime/target.py) before the first device use.
 void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target);
@@ -17,8 +19,9 @@ const std::string& target_name();
 
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex index);
-// Resolves -1 ("the current device") and checks the range with the runtime's wording.
-c10::DeviceIndex checked_index(c10::DeviceIndex index);
+// Resolves -1 ("the current device") and checks the range with the runtime's wording. Takes a wide
+// integer so that an index from Python is checked before it is narrowed to a DeviceIndex.
+c10::DeviceIndex checked_index(int64_t index);
 
 bool runtime_initialized();
 void mark_runtime_initialized();

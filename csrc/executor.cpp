@@ -3,6 +3,7 @@
 #include "alias.h"
 #include "device_state.h"
 #include "generator.h"
+#include "operand_devices.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -222,28 +223,6 @@ struct AliasedInput {
   at::Tensor alias;
 };
 
-[[noreturn]] void reject_other_device(const c10::OperatorHandle& op, size_t index, const at::Tensor& t) {
-  TORCH_CHECK(false, "Non-scalar tensor arg", index, " is on ", t.device().type(), " device, expected neuron (",
-              op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as scalars.");
-}
-
-// TorchNeuron accepts host tensors only as 0-dim scalars, and, as CUDA does, as the indices of
-// advanced indexing (the Tensor?[] argument of index, index_put_ and their backwards); anything else
-// is the caller's mistake.
-void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin) {
-  auto check = [&](const at::Tensor& t, size_t index) {
-    if (t.defined() && !t.is_privateuseone() && t.dim() > 0) reject_other_device(op, index, t);
-  };
-  for (size_t i = begin; i < stack.size(); i++) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      check(v.toTensor(), i - begin);
-    } else if (v.isTensorList()) {
-      for (const c10::IValue& e : v.toListRef()) check(e.toTensor(), i - begin);
-    }
-  }
-}
-
 // Runs the op's host kernel on aliases of its device tensors and maps the results back.
 void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, const Executable& exe) {
   const auto& schema = op.schema();
@@ -352,21 +331,25 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   if (exe != nullptr) {
     g_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
+    check_operand_devices(op, *stack, begin, /*refuse_host=*/false);  // no executable for what cannot run
     g_misses.fetch_add(1, std::memory_order_relaxed);
     exe = compile(op, stack, begin, key);
     t_cache.put(key, exe);
   }
+  const bool python_route = exe->route == Route::Python && !t_device_route_only;
+  check_operand_devices(op, *stack, begin, /*refuse_host=*/!python_route);
   exe->calls.fetch_add(1, std::memory_order_relaxed);
-  if (exe->route == Route::Python && !t_device_route_only) {
+  if (python_route) {
     call_python(g_callbacks->run_python, py::int_(exe->id), op, stack, begin);
     return;
   }
-  check_devices(op, *stack, begin);
   // Kept so that a failing device execution can be retried or reported with the original arguments.
   c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
   try {
     run_on_device(op, stack, begin, *exe);
     if (exe->route == Route::DeviceWrapInt64) wrap_int64_results(op, stack);
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // the device is full: running the op on the host instead would not change that
   } catch (const c10::Error& e) {
     stack->resize(begin);
     stack->insert(stack->end(), original.begin(), original.end());

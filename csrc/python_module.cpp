@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "executor.h"
 #include "generator.h"
+#include "operand_devices.h"
 #include "pinned_host.h"
 #include "transfer_stats.h"
 
@@ -31,14 +32,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("configure_devices", &configure_devices, py::arg("count"), py::arg("hbm_bytes_per_core"), py::arg("target"));
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
-  m.def("set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("set_device", [](int64_t d) { set_current_device(checked_index(d)); });
   m.def("runtime_initialized", &runtime_initialized);
   m.def("drain_autograd_device_threads", &drain_autograd_device_threads);
   m.def("mark_runtime_initialized", &mark_runtime_initialized);
   m.def("mark_forked_child", &mark_forked_child);
 
-  m.def("memory_counters", [](int d) {
-    const MemoryCounters c = memory_counters(static_cast<c10::DeviceIndex>(d));
+  m.def("memory_counters", [](int64_t d) {
+    const MemoryCounters c = memory_counters(checked_index(d));
     py::dict out;
     out["allocated_current"] = c.allocated_current;
     out["allocated_peak"] = c.allocated_peak;
@@ -55,9 +56,9 @@ PYBIND11_MODULE(_C, m) {
     out["capacity"] = c.capacity;
     return out;
   });
-  m.def("reset_peak_memory", [](int d) { reset_peak(static_cast<c10::DeviceIndex>(d)); });
-  m.def("reset_accumulated_memory", [](int d) { reset_accumulated(static_cast<c10::DeviceIndex>(d)); });
-  m.def("empty_cache", [](int d) { empty_cache(static_cast<c10::DeviceIndex>(d)); });
+  m.def("reset_peak_memory", [](int64_t d) { reset_peak(checked_index(d)); });
+  m.def("reset_accumulated_memory", [](int64_t d) { reset_accumulated(checked_index(d)); });
+  m.def("empty_cache", [](int64_t d) { empty_cache(checked_index(d)); });
 
   m.def("host_memory_counters", [] {
     const HostMemoryCounters c = host_memory_counters();
@@ -97,8 +98,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("cpu_alias", &cpu_alias);
   m.def("adopt", &adopt, py::arg("host"), py::arg("device"));
-  m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
-  m.def("host_generator", [](int d) { return host_twin(default_generator(static_cast<c10::DeviceIndex>(d))); });
+  m.def("default_generator", [](int64_t d) { return default_generator(checked_index(d)); });
+  m.def("host_generator", [](int64_t d) { return host_twin(default_generator(checked_index(d))); });
   m.def("host_twin", &host_twin);
 
   m.def("set_executor_callbacks", &set_executor_callbacks);
@@ -112,4 +113,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("executable_calls", &executable_calls);
   m.def("reset_executable_calls", &reset_executable_calls);
   m.def("clear_executables", &clear_executables);
+  m.def("cross_device_errors", &cross_device_errors);
+  m.def("reset_cross_device_errors", &reset_cross_device_errors);
 }

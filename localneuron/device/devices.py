@@ -28,6 +28,10 @@ def _index(device) -> int:
     if device is None:
         return _C.current_device()
     if isinstance(device, str):
+        # torch.device keeps the index in 8 bits ("neuron:257" would become neuron:1): read it here
+        kind, _, index = device.partition(":")
+        if kind == "neuron" and index.isdigit():
+            return int(index)
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "neuron":
@@ -38,16 +42,23 @@ def _index(device) -> int:
     raise ValueError(f"Incorrect device argument found: {device!r} (expected int, str or torch.device).")
 
 
+def device_index(device) -> int:
+    """The index `device` names (see _index), checked against the visible devices."""
+    index = _index(device)
+    n = device_count()
+    if not 0 <= index < n:
+        if n == 0:
+            raise ValueError(f"Invalid device id: {index}. No Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).")
+        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {n - 1}")
+    return index
+
+
 def current_device() -> int:
     return _C.current_device()
 
 
 def set_device(device) -> None:
-    index = _index(device)
-    n = device_count()
-    if not 0 <= index < n:
-        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {n - 1}")
-    _C.set_device(index)
+    _C.set_device(device_index(device))
 
 
 class device:
@@ -70,9 +81,7 @@ class device:
 def synchronize(device=None) -> None:
     """Waits for the device's queued work. The simulated core runs each op as it is issued, so the
     queue is always empty; the call still checks its argument like the real one."""
-    index = _index(device)
-    if not 0 <= index < device_count():
-        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {device_count() - 1}")
+    device_index(device)
 
 
 def get_device_name(device=0) -> str:
@@ -100,8 +109,6 @@ class DeviceProperties:
 def get_device_properties(device=None) -> DeviceProperties:
     if isinstance(device, str) and not device.startswith("neuron"):
         raise ValueError(f"Expected a neuron device string like 'neuron:0', got {device!r}.")
-    index = _index(device)
-    if not 0 <= index < device_count():
-        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {device_count() - 1}")
+    index = device_index(device)
     init()
     return DeviceProperties(index)

@@ -1,10 +1,10 @@
 """Device memory statistics and control (torch.neuron.memory_* and torch_neuronx.memory_*)."""
 from localneuron import _C
-from localneuron.device.devices import _index
+from localneuron.device.devices import device_index
 
 
 def _counters(device) -> dict:
-    return _C.memory_counters(_index(device))
+    return _C.memory_counters(device_index(device))
 
 
 def memory_stats(device=None) -> dict:
@@ -73,11 +73,11 @@ def max_memory_reserved(device=None) -> int:
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C.reset_peak_memory(_index(device))
+    _C.reset_peak_memory(device_index(device))
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
-    _C.reset_accumulated_memory(_index(device))
+    _C.reset_accumulated_memory(device_index(device))
 
 
 def empty_cache() -> None:
@@ -102,7 +102,7 @@ def _fmt(n: int) -> str:
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
-    index = _index(device)
+    index = device_index(device)
     c = _C.memory_counters(index)
     rows = [
         ("Allocated memory", c["allocated_current"], c["allocated_peak"], c["allocated_total"], c["freed_total"]),

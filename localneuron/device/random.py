@@ -2,11 +2,11 @@
 import torch
 
 from localneuron import _C
-from localneuron.device.devices import _index
+from localneuron.device.devices import device_index
 
 
 def default_generator(device=None) -> torch.Generator:
-    return _C.default_generator(_index(device))
+    return _C.default_generator(device_index(device))
 
 
 def manual_seed(seed: int) -> None:

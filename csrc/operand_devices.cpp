@@ -1,0 +1,90 @@
+#include "operand_devices.h"
+
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <mutex>
+
+namespace localneuron {
+namespace {
+
+std::mutex g_errors_mutex;
+std::map<std::string, int64_t> g_cross_device_errors;
+
+void count_cross_device_error(const std::string& op) {
+  std::lock_guard<std::mutex> lock(g_errors_mutex);
+  g_cross_device_errors[op]++;
+}
+
+template <typename Visit>
+void for_each_tensor(const torch::jit::Stack& stack, size_t begin, Visit&& visit) {
+  for (size_t i = begin; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      visit(v.toTensor(), i - begin, size_t(0));
+    } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      size_t j = 0;
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) visit(e.toTensor(), i - begin, j);
+        j++;
+      }
+    }
+  }
+}
+
+// Foreach ops take lists whose elements may each live on their own core (as on CUDA's slow path);
+// only the tensors at one list position must share a core.
+bool foreach_positions_agree(const torch::jit::Stack& stack, size_t begin) {
+  std::vector<c10::DeviceIndex> by_position;
+  bool agree = true;
+  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t, size_t j) {
+    if (!t.defined() || !t.is_privateuseone()) return;
+    if (by_position.size() <= j) by_position.resize(j + 1, -1);
+    if (by_position[j] < 0) by_position[j] = t.device().index();
+    else agree = agree && by_position[j] == t.device().index();
+  });
+  return agree;
+}
+
+[[noreturn]] void raise_cross_device(const c10::OperatorHandle& op, c10::DeviceIndex a, c10::DeviceIndex b) {
+  count_cross_device_error(op.schema().name());
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, neuron:",
+              static_cast<int>(a), " and neuron:", static_cast<int>(b), "! (", op.schema().name(),
+              "). Move the operands to one NeuronCore with .to('neuron:", static_cast<int>(a), "').");
+}
+
+}  // namespace
+
+void check_operand_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin,
+                           bool refuse_host) {
+  c10::DeviceIndex core = -1, other = -1;
+  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t index, size_t) {
+    if (!t.defined()) return;
+    if (t.is_privateuseone()) {
+      const c10::DeviceIndex d = t.device().index();
+      if (core < 0) core = d;
+      else if (d != core && other < 0) other = d;
+    } else if (refuse_host && t.dim() > 0) {
+      TORCH_CHECK(false, "Non-scalar tensor arg", index, " is on ", t.device().type(), " device, expected neuron (",
+                  op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as "
+                  "scalars.");
+    }
+  });
+  if (other < 0) return;
+  if (op.schema().name().rfind("aten::_foreach_", 0) == 0 && foreach_positions_agree(stack, begin)) {
+    return;
+  }
+  raise_cross_device(op, core, other);
+}
+
+std::vector<std::pair<std::string, int64_t>> cross_device_errors() {
+  std::lock_guard<std::mutex> lock(g_errors_mutex);
+  return {g_cross_device_errors.begin(), g_cross_device_errors.end()};
+}
+
+void reset_cross_device_errors() {
+  std::lock_guard<std::mutex> lock(g_errors_mutex);
+  g_cross_device_errors.clear();
+}
+
+}  // namespace localneuron
