@@ -21,29 +21,13 @@ void for_each_tensor(const torch::jit::Stack& stack, size_t begin, Visit&& visit
   for (size_t i = begin; i < stack.size(); i++) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
-      visit(v.toTensor(), i - begin, size_t(0));
+      visit(v.toTensor(), i - begin);
     } else if (v.isTensorList() || v.isOptionalTensorList()) {
-      size_t j = 0;
       for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) visit(e.toTensor(), i - begin, j);
-        j++;
+        if (e.isTensor()) visit(e.toTensor(), i - begin);
       }
     }
   }
-}
-
-// Foreach ops take lists whose elements may each live on their own core (as on CUDA's slow path);
-// only the tensors at one list position must share a core.
-bool foreach_positions_agree(const torch::jit::Stack& stack, size_t begin) {
-  std::vector<c10::DeviceIndex> by_position;
-  bool agree = true;
-  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t, size_t j) {
-    if (!t.defined() || !t.is_privateuseone()) return;
-    if (by_position.size() <= j) by_position.resize(j + 1, -1);
-    if (by_position[j] < 0) by_position[j] = t.device().index();
-    else agree = agree && by_position[j] == t.device().index();
-  });
-  return agree;
 }
 
 [[noreturn]] void raise_cross_device(const c10::OperatorHandle& op, c10::DeviceIndex a, c10::DeviceIndex b) {
@@ -58,7 +42,7 @@ bool foreach_positions_agree(const torch::jit::Stack& stack, size_t begin) {
 void check_operand_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin,
                            bool refuse_host) {
   c10::DeviceIndex core = -1, other = -1;
-  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t index, size_t) {
+  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t index) {
     if (!t.defined()) return;
     if (t.is_privateuseone()) {
       const c10::DeviceIndex d = t.device().index();
@@ -70,11 +54,9 @@ void check_operand_devices(const c10::OperatorHandle& op, const torch::jit::Stac
                   "scalars.");
     }
   });
-  if (other < 0) return;
-  if (op.schema().name().rfind("aten::_foreach_", 0) == 0 && foreach_positions_agree(stack, begin)) {
-    return;
-  }
-  raise_cross_device(op, core, other);
+  // Foreach lists spanning cores too: the executor puts all results on one core (PyTorch's optimizers
+  // group tensors by device before such calls).
+  if (other >= 0) raise_cross_device(op, core, other);
 }
 
 std::vector<std::pair<std::string, int64_t>> cross_device_errors() {

@@ -7,8 +7,17 @@ import torch  # noqa: F401  (the C++ core links against torch's libraries)
 
 from localneuron import _C  # noqa: F401,E402  (loads the C++ core: allocator, guard, hooks, kernels)
 from localneuron.device.registration import register as _register  # noqa: E402
+from localneuron.runtime.environment import ConfigurationError as _ConfigurationError  # noqa: E402
 
-_register()
+try:
+    _register()
+except _ConfigurationError as _error:
+    # A bad variable is the user's to fix: the package stays importable so that `localneuron info`
+    # can show every variable, and the device stays unregistered.
+    import warnings
+
+    warnings.warn(f"localneuron: the neuron device is not available: {_error} `localneuron info` lists every "
+                  "variable localneuron reads.", RuntimeWarning, stacklevel=2)
 import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
 
 __version__ = "0.1.0"

@@ -1,8 +1,11 @@
 """The `localneuron` command: run a script with the portability report, and info."""
 import json
+import signal
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 
 def localneuron(*args, cwd=None):
@@ -60,3 +63,89 @@ def test_info():
     assert r.returncode == 0, r.stderr
     assert "simulated target: trn2" in r.stdout and "visible NeuronCores: 4" in r.stdout
     assert "HBM per NeuronCore: 24.0 GiB" in r.stdout and "compile cache:" in r.stdout
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1_like_python(tmp_path):
+    script = tmp_path / "bail.py"
+    script.write_text("import sys\nsys.exit('cannot continue: no data')\n")
+    r = localneuron("run", str(script))
+    assert r.returncode == 1
+    assert "cannot continue: no data" in r.stderr
+    assert "portability report" in r.stdout
+
+
+def test_a_forked_child_does_not_print_a_second_report(tmp_path):
+    script = tmp_path / "forks.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        import torch
+        torch.ones(2, device="neuron").sum()
+        pid = os.fork()
+        if pid == 0:
+            print("child done", flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print("parent done", flush=True)
+    """))
+    out = tmp_path / "r.json"
+    r = localneuron("run", "--json", str(out), str(script))
+    assert r.returncode == 0, r.stderr
+    assert "child done" in r.stdout and "parent done" in r.stdout
+    assert r.stdout.count("localneuron portability report") == 1
+    assert json.loads(out.read_text())["native_ops"]["aten::sum"] == 1
+
+
+@pytest.mark.parametrize("problem", ["missing directory", "is a directory", "parent is a file"])
+def test_json_path_problems_are_reported_before_the_script_runs(tmp_path, problem):
+    marker = tmp_path / "ran"
+    script = tmp_path / "job.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (tmp_path / "plain_file").write_text("")
+    target = {"missing directory": tmp_path / "no" / "such" / "r.json",
+              "is a directory": tmp_path,
+              "parent is a file": tmp_path / "plain_file" / "r.json"}[problem]
+    r = localneuron("run", "--json", str(target), str(script))
+    assert r.returncode == 2
+    assert f"cannot write --json {target}" in r.stderr
+    assert not marker.exists()
+
+
+def test_a_failed_json_write_leaves_no_file_behind(tmp_path):
+    # The script caps this process's file size, so writing the report fails halfway (like a full disk).
+    script = tmp_path / "caps.py"
+    script.write_text(textwrap.dedent("""
+        import resource, signal
+        import torch
+        torch.ones(2, device="neuron").sum()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+    """))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = localneuron("run", "--json", str(out_dir / "r.json"), str(script))
+    assert r.returncode == 1
+    assert "could not write --json" in r.stderr and "portability report" in r.stdout
+    assert list(out_dir.iterdir()) == []
+
+
+def test_ctrl_c_prints_the_partial_report_and_exits_130(tmp_path):
+    script = tmp_path / "long.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        import torch
+        x = torch.ones(4, device="neuron")
+        (x @ x).sum()
+        print("ready", flush=True)
+        time.sleep(120)
+    """))
+    process = subprocess.Popen([sys.executable, "-m", "localneuron.cli.main", "run", str(script)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert "KeyboardInterrupt" in stderr
+    assert "localneuron portability report" in stdout and "aten::dot" in stdout

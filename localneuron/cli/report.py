@@ -44,6 +44,7 @@ def collect() -> dict:
         "estimated_device_seconds_by_op": tracking.estimated_device_seconds(),
         "memory": memory,
         "executable_cache": {"hits": hits, "misses": misses, "executables": executables},
+        "cross_device_errors": dict(_C.cross_device_errors()),
         "transfers": _C.transfer_counters(),
     }
     for name, module in _used_layers():
@@ -80,6 +81,9 @@ def render(data: dict) -> str:
     if unlisted:
         lines.append(f"Assumed native but not confirmed by the support table ({len(unlisted)}): "
                      + ", ".join(unlisted[:12]) + (" ..." if len(unlisted) > 12 else ""))
+    cross = data["cross_device_errors"]
+    if cross:
+        lines += _op_lines("OPERANDS ON TWO NEURONCORES (raised, as CUDA does for two GPUs)", cross)
     estimates = data["estimated_device_seconds_by_op"]
     if estimates:
         total = sum(estimates.values())

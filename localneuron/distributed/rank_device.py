@@ -17,6 +17,7 @@ import socket
 
 from localneuron import _C
 from localneuron.runtime.config import device_config
+from localneuron.runtime.environment import read
 
 ORDERING_ERROR = "Neuron runtime should not be initialized before the init_process_group."
 MULTI_DEVICE_ERROR = "Attempted to have more than one device per process in distributed setup"
@@ -47,8 +48,9 @@ def attach(store, rank: int, world_size: int) -> int:
 
 
 def _local_rank_and_size(store, rank: int, world_size: int) -> tuple[int, int]:
-    if "LOCAL_RANK" in os.environ and "LOCAL_WORLD_SIZE" in os.environ:
-        return int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    local_rank, local_world_size = read("LOCAL_RANK"), read("LOCAL_WORLD_SIZE")
+    if local_rank is not None and local_world_size is not None:
+        return local_rank, local_world_size
     host = socket.gethostname()
     store.set(f"localneuron/host/{rank}", host)
     hosts = [store.get(f"localneuron/host/{r}").decode() for r in range(world_size)]

@@ -10,10 +10,10 @@ overlapped collectives (DDP buckets) each count their own time.
 """
 import atexit
 import json
-import os
 from pathlib import Path
 
 from localneuron.distributed import stats
+from localneuron.runtime.environment import read
 
 REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
 
@@ -42,14 +42,14 @@ _rank_file: dict = {}  # rank and world size of the latest world group; written 
 
 def write_at_exit(rank: int, world_size: int) -> None:
     """Arranges for this rank's file to be written at exit, if LOCALNEURON_REPORT_DIR asks for it."""
-    if os.environ.get(REPORT_DIR_ENV):
+    if read(REPORT_DIR_ENV):
         if not _rank_file:
             atexit.register(_write)
         _rank_file.update(rank=rank, world_size=world_size)
 
 
 def _write() -> None:
-    directory = Path(os.environ[REPORT_DIR_ENV])
+    directory = Path(read(REPORT_DIR_ENV))
     directory.mkdir(parents=True, exist_ok=True)
     data = {**_rank_file, "distributed": collect()}
     (directory / f"localneuron-report-rank{data['rank']}.json").write_text(json.dumps(data, indent=2) + "\n")

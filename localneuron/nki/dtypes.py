@@ -5,10 +5,11 @@ format (round to nearest even), so bf16/fp16/fp8 results carry hardware rounding
 With NKI_PRECISE_FP=0 the rounding is skipped and everything behaves as fp32, which
 separates algorithm bugs from precision loss (AWS's simulator offers the same switch).
 """
-import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from localneuron.runtime.environment import read
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def as_dtype(value):
 
 def precise_fp():
     """NKI_PRECISE_FP=1 (default) rounds stores to the tile's format; 0 keeps fp32."""
-    return os.environ.get("NKI_PRECISE_FP", "1") != "0"
+    return read("NKI_PRECISE_FP")
 
 
 def round_to_format(values, fmt):

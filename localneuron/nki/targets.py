@@ -3,8 +3,10 @@
 Figures are the published per-core numbers (see the reference notes §7.1 and §8); they drive
 both the constraint checks and the cycle model, so one table changes both.
 """
-import os
 from dataclasses import dataclass, field
+
+from localneuron.runtime.config import selected_target
+from localneuron.runtime.environment import ConfigurationError, read
 
 KIB = 1024
 
@@ -66,8 +68,6 @@ TARGETS = {
 ALIASES = {"trn1": "gen2", "inf2": "gen2", "trn2": "gen3", "trn3": "gen4",
            "gen2": "gen2", "gen3": "gen3", "gen4": "gen4"}
 GENERATION_ORDER = ("gen2", "gen3", "gen4")
-# The simulated device defaults to trn2 (see the project design); NKI follows it.
-DEFAULT_TARGET = "gen3"
 
 
 def resolve(name):
@@ -79,16 +79,16 @@ def resolve(name):
 
 def current():
     """The target chosen by NEURON_PLATFORM_TARGET_OVERRIDE, else the simulated device's."""
-    override = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
-    return resolve(override or _device_target())
+    override = read("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if override is None:
+        return resolve(_device_target())
+    try:
+        return resolve(override)
+    except ValueError as error:
+        raise ConfigurationError(f"NEURON_PLATFORM_TARGET_OVERRIDE={override!r} is not valid: {error}") from None
 
 
 def _device_target():
-    # The runtime layer owns the device's target; NKI must still work without it.
-    try:
-        from localneuron.runtime.config import selected_target
-    except ImportError:
-        return DEFAULT_TARGET
     return selected_target().nc_version
 
 

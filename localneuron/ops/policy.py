@@ -4,7 +4,6 @@ The C++ executor calls on_miss() once per new op signature, then keeps the decis
 host kernel on zero-copy aliases in C++; PYTHON runs the fallback or the 64-bit policy below.
 """
 import functools
-import os
 import sys
 
 import torch
@@ -13,6 +12,7 @@ from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
 from localneuron.runtime import cost_model
 from localneuron.runtime.config import selected_target
+from localneuron.runtime.environment import read
 
 DEVICE, PYTHON, DEVICE_WRAP_INT64 = 0, 1, 2  # csrc/executor.h Route
 
@@ -21,10 +21,6 @@ ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
 
 _expected_dtypes: dict[int, list] = {}
 _host_kernel_fixes: dict = {}  # executable id -> HostKernelFix
-
-
-def _enabled(var: str) -> bool:
-    return os.environ.get(var, "0").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _describe(args, kwargs) -> str:
@@ -47,7 +43,7 @@ def on_miss(op, args, kwargs):
     if arguments.returns_view(schema):
         kind, route = tracking.VIEW, DEVICE
     elif rule == CPU_FALLBACK:
-        if _enabled(FALLBACK_ERROR_VAR):
+        if read(FALLBACK_ERROR_VAR):
             raise RuntimeError(
                 f"{name} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
@@ -133,7 +129,7 @@ def run_python(executable_id, op, args, kwargs):
 def on_device_failure(executable_id, op, args, kwargs, message):
     """The device execution of a native op raised: TorchNeuron retries it on the host unless told not to."""
     name = op._schema.name
-    if _enabled(ONLY_UNIMPLEMENTED_VAR):
+    if read(ONLY_UNIMPLEMENTED_VAR):
         raise RuntimeError(
             f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute on "
             f"Neuron (last implementation: localneuron device executor). Details: {message}. "

@@ -3,13 +3,13 @@
 TorchNeuron's trackers (get_executed_ops / get_fallback_ops) hold unique op names; the portability
 report also wants per-op call counts, which come from the executor's per-executable counters.
 """
-import os
 import threading
 import warnings
 from collections import Counter
 from dataclasses import dataclass
 
 from localneuron import _C
+from localneuron.runtime.environment import read
 
 NATIVE = "native"
 NATIVE_32BIT = "native (64-bit computed in 32-bit)"
@@ -82,13 +82,11 @@ def get_fallback_ops() -> list[str]:
 
 def clear_op_tracking() -> None:
     _C.reset_executable_calls()
+    _C.reset_cross_device_errors()
 
 
 def log_level() -> int:
-    try:
-        return int(os.environ.get("TORCH_NEURONX_LOG_LEVEL", "1"))
-    except ValueError:
-        return 1
+    return read("TORCH_NEURONX_LOG_LEVEL")
 
 
 def warned(key: str) -> bool:

@@ -1,12 +1,15 @@
-"""Reads the environment that shapes the simulated device: target, visible cores, capacity."""
+"""The simulated device as the environment shapes it: target, visible cores, capacity.
+
+The variables are parsed and validated by runtime/environment.py; here they are checked against
+each other (visible cores against the instance the target and chip count make).
+"""
 import os
 from dataclasses import dataclass
 
-from localneuron.runtime.targets import DEFAULT_TARGET, TARGETS, Target
+from localneuron.runtime.environment import MAX_CHIPS, ConfigurationError, read
+from localneuron.runtime.targets import TARGETS, Target
 
-
-class ConfigurationError(ValueError):
-    """An environment variable has a value localneuron cannot use."""
+__all__ = ["ConfigurationError", "DeviceConfig", "device_config", "selected_target"]
 
 
 @dataclass(frozen=True)
@@ -17,52 +20,27 @@ class DeviceConfig:
 
 
 def selected_target() -> Target:
-    name = os.environ.get("LOCALNEURON_TARGET", DEFAULT_TARGET).strip().lower()
-    if name not in TARGETS:
-        raise ConfigurationError(
-            f"LOCALNEURON_TARGET={name!r} is not a simulated target; choose one of {sorted(TARGETS)}.")
-    return TARGETS[name]
-
-
-def parse_visible_cores(spec: str, available: int) -> tuple[int, ...]:
-    """NEURON_RT_VISIBLE_CORES syntax: '3', '0,2' or '0-3' (ranges inclusive)."""
-    cores: list[int] = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                cores.extend(range(lo, hi + 1))
-            else:
-                cores.append(int(part))
-        except ValueError:
-            raise ConfigurationError(
-                f"NEURON_RT_VISIBLE_CORES={spec!r} is not a list of core ids like '0', '0,1' or '0-3'.") from None
-    for c in cores:
-        if c < 0 or c >= available:
-            raise ConfigurationError(
-                f"NEURON_RT_VISIBLE_CORES={spec!r} names core {c}, but the simulated instance has "
-                f"{available} logical NeuronCores (0-{available - 1}); raise LOCALNEURON_CHIPS for more.")
-    return tuple(dict.fromkeys(cores))
+    return TARGETS[read("LOCALNEURON_TARGET")]
 
 
 def device_config() -> DeviceConfig:
     target = selected_target()
-    # Under torchrun the instance has at least as many cores as ranks per node.
-    ranks_per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    chips = int(os.environ.get("LOCALNEURON_CHIPS", str(max(1, -(-ranks_per_node // target.logical_cores)))))
-    if chips < 1:
-        raise ConfigurationError(f"LOCALNEURON_CHIPS={chips} must be at least 1.")
+    chips = read("LOCALNEURON_CHIPS")
+    if chips is None:  # under torchrun the instance has at least as many cores as ranks per node
+        ranks_per_node = read("LOCAL_WORLD_SIZE") or 1
+        chips = -(-ranks_per_node // target.logical_cores)
+        if chips > MAX_CHIPS:
+            raise ConfigurationError(
+                f"LOCAL_WORLD_SIZE={ranks_per_node} ranks on one host need {chips} chips; the simulated instance "
+                f"has at most {MAX_CHIPS} ({MAX_CHIPS * target.logical_cores} NeuronCores).")
     available = target.logical_cores * chips
-    spec = os.environ.get("NEURON_RT_VISIBLE_CORES")
-    visible = parse_visible_cores(spec, available) if spec else tuple(range(available))
-    hbm = target.hbm_bytes_per_core
-    override = os.environ.get("LOCALNEURON_HBM_BYTES_PER_CORE")
-    if override:
-        try:
-            hbm = int(float(override))
-        except ValueError:
-            raise ConfigurationError(f"LOCALNEURON_HBM_BYTES_PER_CORE={override!r} is not a byte count.") from None
+    visible = read("NEURON_RT_VISIBLE_CORES")
+    if visible is None:
+        visible = tuple(range(available))
+    beyond = [c for c in visible if c >= available]
+    if beyond:
+        raise ConfigurationError(
+            f"NEURON_RT_VISIBLE_CORES={os.environ['NEURON_RT_VISIBLE_CORES'].strip()!r} names core {beyond[0]}, but the simulated instance has {available} logical "
+            f"NeuronCores (0-{available - 1}); raise LOCALNEURON_CHIPS for more.")
+    hbm = read("LOCALNEURON_HBM_BYTES_PER_CORE") or target.hbm_bytes_per_core
     return DeviceConfig(target=target, visible_cores=visible, hbm_bytes_per_core=hbm)

@@ -1,0 +1,196 @@
+"""Every environment variable localneuron reads: its name, parser, default and a one-line doc.
+
+VARIABLES is the single source for reading them (read() parses and validates), for `localneuron
+info` (describe()) and for the README's table (markdown_table(), printed by scripts/env_table.py).
+A new variable is one line in VARIABLES. A parser takes the stripped text and returns the value,
+or raises ValueError saying which values it accepts; read() turns that into a ConfigurationError
+naming the variable. An empty variable counts as unset.
+"""
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from localneuron.runtime.targets import DEFAULT_TARGET, TARGETS
+
+
+class ConfigurationError(ValueError):
+    """An environment variable has a value localneuron cannot use."""
+
+
+def flag(text: str) -> bool:
+    value = text.lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1 or 0 (also true/false, yes/no, on/off)")
+
+
+def integer(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number from {low} to {high}") from None
+        if not low <= value <= high:
+            raise ValueError(f"expected a whole number from {low} to {high}")
+        return value
+    return parse
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+               "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def byte_count(low: int, high: int) -> Callable[[str], int]:
+    accepted = f"expected a byte count from {low} to {high} (like 1000000, 1e9 or 16GiB)"
+
+    def parse(text: str) -> int:
+        match = re.fullmatch(r"([0-9.eE+]+)\s*([a-zA-Z]*)", text)
+        unit = _BYTE_UNITS.get(match.group(2).lower()) if match else None
+        try:
+            amount = float(match.group(1)) * unit if unit else math.nan
+        except ValueError:
+            amount = math.nan
+        if not (math.isfinite(amount) and amount == int(amount) and low <= amount <= high):
+            raise ValueError(accepted)
+        return int(amount)
+    return parse
+
+
+def choice(*names: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise ValueError(f"expected one of {', '.join(names)}")
+        return text
+    return parse
+
+
+def lowercase_choice(*names: str) -> Callable[[str], str]:
+    exact = choice(*names)
+    return lambda text: exact(text.lower())
+
+
+def core_list(text: str) -> tuple[int, ...]:
+    """NEURON_RT_VISIBLE_CORES syntax: '3', '0,2', '0-3' (inclusive) or a mix; config.py checks the
+    ids against the simulated instance."""
+    accepted = "expected core ids like 0, 0,2 or 0-3 (ranges low-high, inclusive)"
+    cores: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise ValueError(accepted)
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ValueError(f"the range {part.strip()} runs backwards; {accepted}")
+        cores.extend(range(low, high + 1))
+    if len(set(cores)) != len(cores):
+        raise ValueError(f"a core is named twice; {accepted}")
+    return tuple(cores)
+
+
+def path(text: str) -> str:
+    if "\0" in text:
+        raise ValueError("expected a path")
+    return text
+
+
+def text_value(text: str) -> str:
+    return text
+
+
+# A trn2.48xlarge (the largest instance) has 16 chips: 64 logical NeuronCores, the C++ core's kMaxDevices.
+MAX_CHIPS = 16
+MAX_HBM_BYTES_PER_CORE = 1 << 40
+MAX_RANKS = 1 << 16
+_UID = os.geteuid()
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None  # None: unset means "not given", and read() returns None
+    doc: str
+
+
+VARIABLES = (
+    Variable("LOCALNEURON_TARGET", lowercase_choice(*TARGETS), DEFAULT_TARGET,
+             f"simulated instance: {' or '.join(TARGETS)}"),
+    Variable("LOCALNEURON_CHIPS", integer(1, MAX_CHIPS), None,
+             "chips in the simulated instance, 4 logical NeuronCores each (unset: 1, or enough for LOCAL_WORLD_SIZE ranks)"),
+    Variable("LOCALNEURON_HBM_BYTES_PER_CORE", byte_count(1, MAX_HBM_BYTES_PER_CORE), None,
+             "HBM capacity per NeuronCore, to rehearse out-of-memory (unset: the target's)"),
+    Variable("NEURON_RT_VISIBLE_CORES", core_list, None, "the cores this process sees, like 0, 0,2 or 0-3 (unset: all)"),
+    Variable("LOCALNEURON_FALLBACK_ERROR", flag, "0", "every CPU fallback raises instead (CI for ported code)"),
+    Variable("LOCALNEURON_REPORT_DIR", path, None,
+             "under torchrun, each rank writes localneuron-report-rank<R>.json there at exit"),
+    Variable("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", flag, "0",
+             "a native op that fails raises the documented error instead of retrying on the host"),
+    Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the [Neuron] [WARNING] messages; up to 3"),
+    # The compile variables (from here to TORCH_NEURONX_RETAIN_DEVICE_MODE) are parsed by
+    # compiler/settings.py (its ENV_DEFAULTS, per-user defaults, lock-timeout warning); listed here for
+    # `localneuron info` and the README, with the same defaults (tests/test_env_config.py checks).
+    Variable("TORCH_NEURONX_NEFF_CACHE_DIR", path, f"/tmp/neff_cache-{_UID}", "persistent compile cache directory"),
+    Variable("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", path, f"/tmp/local_cache-{_UID}", "compile cache lock directory"),
+    Variable("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", text_value, "600", "seconds to wait for a compile cache lock"),
+    Variable("TORCH_NEURONX_DISABLE_NEFF_CACHE", flag, "0", "1: no persistent compile cache"),
+    Variable("TORCH_NEURONX_NEFF_DISABLE_CACHE", flag, "0", "1: no persistent compile cache (older name)"),
+    Variable("LOCALNEURON_SHARED_CACHE_KEY_FILE", path, None,
+             "opt-in: a compile cache shared by users or hosts, its entries authenticated with this key"),
+    Variable("TORCH_NEURONX_DEBUG_DIR", path, f"/tmp/neuron_backend-{_UID}", "where compile artifacts are kept"),
+    Variable("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", flag, "0", "1: keep compile artifacts"),
+    Variable("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", flag, "1",
+             "1: a graph that fails to compile raises; 0: it runs eagerly with a warning"),
+    Variable("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", flag, "0", "1: CPU inputs of compiled functions are an error"),
+    Variable("TORCH_NEURONX_RETAIN_DEVICE_MODE", flag, "0", "1: compiled outputs stay on the inputs' device"),
+    Variable("NEURON_PLATFORM_TARGET_OVERRIDE", text_value, None,
+             "NKI target generation: trn1/gen2, trn2/gen3, trn3/gen4 (unset: the simulated device's)"),
+    Variable("NKI_PRECISE_FP", flag, "1", "0: NKI stores every float as fp32"),
+    Variable("TORCH_DEVICE_BACKEND_AUTOLOAD", choice("0", "1"), "1", "PyTorch's: 0 skips autoload (then import torch_neuronx)"),
+    Variable("TORCH_DISTRIBUTED_DEBUG", choice("OFF", "INFO", "DETAIL"), "OFF",
+             "PyTorch's: DETAIL also checks that every rank passes a collective the same shapes"),
+    Variable("LOCAL_RANK", integer(0, MAX_RANKS), None, "set by torchrun: this rank's index on its host"),
+    Variable("LOCAL_WORLD_SIZE", integer(1, MAX_RANKS), None, "set by torchrun: ranks on this host"),
+)
+BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def read(name: str):
+    """The parsed value of `name` (its default when unset); a bad value raises ConfigurationError."""
+    variable = BY_NAME[name]
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None if variable.default is None else variable.parse(variable.default)
+    try:
+        return variable.parse(raw)
+    except ValueError as error:
+        raise ConfigurationError(f"{name}={raw!r} is not valid: {error}. ({name}: {variable.doc})") from None
+
+
+def describe() -> list[tuple[str, str]]:
+    """(name, what is in effect) for every variable, bad values included, for `localneuron info`."""
+    rows = []
+    for variable in VARIABLES:
+        raw = os.environ.get(variable.name, "").strip()
+        try:
+            read(variable.name)
+        except ConfigurationError as error:
+            rows.append((variable.name, f"INVALID: {error}"))
+            continue
+        if raw:
+            rows.append((variable.name, raw))
+        else:
+            rows.append((variable.name, "unset" if variable.default is None else f"unset (default {variable.default})"))
+    return rows
+
+
+def markdown_table() -> str:
+    lines = ["| variable | default | effect |", "|---|---|---|"]
+    for v in VARIABLES:
+        default = "" if v.default is None else f"`{v.default}`"
+        lines.append(f"| `{v.name}` | {default} | {v.doc} |")
+    return "\n".join(lines) + "\n"
