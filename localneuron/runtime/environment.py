@@ -127,10 +127,10 @@ VARIABLES = (
     Variable("NEURON_RT_VISIBLE_CORES", core_list, None, "the cores this process sees, like 0, 0,2 or 0-3 (unset: all)"),
     Variable("LOCALNEURON_FALLBACK_ERROR", flag, "0", "every CPU fallback raises instead (CI for ported code)"),
     Variable("LOCALNEURON_REPORT_DIR", path, None,
-             "under torchrun, each rank writes localneuron-report-rank<R>.json there at exit"),
+             "under torchrun, each rank writes `localneuron-report-rank<R>.json` there at exit"),
     Variable("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", flag, "0",
              "a native op that fails raises the documented error instead of retrying on the host"),
-    Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the [Neuron] [WARNING] messages; up to 3"),
+    Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
     # The compile variables (from here to TORCH_NEURONX_RETAIN_DEVICE_MODE) are parsed by
     # compiler/settings.py (its ENV_DEFAULTS, per-user defaults, lock-timeout warning); listed here for
     # `localneuron info` and the README, with the same defaults (tests/test_env_config.py checks).
