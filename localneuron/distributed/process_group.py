@@ -16,9 +16,10 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from localneuron import _C
-from localneuron.distributed import reduce_ops, stats
+from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
+from localneuron.runtime.environment import read
 
 
 @eager_methods("_get_backend", "_allgather_base", "_reduce_scatter_base", "_start_coalescing", "_end_coalescing")
@@ -32,6 +33,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         self._where = ""  # how errors name this group; fixed once c10d has named it
         self._rank, self._size = rank, size
         self._coalesced: list[NeuronWork] | None = None  # works issued inside _start/_end_coalescing
+        self._ranks_must_agree = read("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"  # read once, as c10d does
 
     # -- identity: c10d keeps group name/desc on backends; a Python group without any keeps its own --
     def getBackendName(self) -> str:
@@ -192,8 +194,10 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return reduce_ops.scaled(inputs, factor), reduce_ops.as_sum(opts)
 
     def _issue(self, kind: str, outputs, inputs, start) -> NeuronWork:
-        flat_outputs, flat_inputs = _flat(outputs), _flat(inputs)
-        _check_one_device_type(kind, flat_outputs + flat_inputs)
+        checks.check_call(kind, outputs, inputs)
+        if self._ranks_must_agree:
+            checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
+        flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
         stats.record_issue(kind, max(_nbytes(flat_outputs), _nbytes(flat_inputs)))
         works = start()
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
@@ -210,19 +214,5 @@ def _host(x):
     return [_host(y) for y in x]
 
 
-def _flat(x) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    return [t for y in x for t in ([y] if isinstance(y, torch.Tensor) else _flat(y))]
-
-
 def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.nbytes for t in tensors)
-
-
-def _check_one_device_type(kind: str, tensors: list[torch.Tensor]) -> None:
-    """Trainium's collectives move device memory only; mixing host and device tensors in one call would
-    work on Gloo here and fail there, so it fails here too."""
-    types = {t.device.type for t in tensors}
-    if len(types) > 1:
-        raise ValueError(f"{kind}: all tensors of one collective must be on the same device type, got {sorted(types)}")
