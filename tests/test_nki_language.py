@@ -168,6 +168,22 @@ def test_spmd_grid_program_ids_and_print_inside_kernel(capsys):
     assert "instance 1 1 of 2 2" in printed and "tile" in printed
 
 
+def test_simulate_and_benchmark_take_a_launch_with_its_grid():
+    @nki.jit
+    def scaled_by_instance(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        nl.store(out[i * 64:(i + 1) * 64, :], nl.multiply(nl.load(a[i * 64:(i + 1) * 64, :]), float(i + 1)))
+        return out
+    expected = X * np.repeat(np.array([[1.0], [2.0]], dtype=np.float32), 64, axis=0)
+    np.testing.assert_allclose(nki.simulate(scaled_by_instance[2, 1])(X), expected, rtol=1e-6)
+    np.testing.assert_allclose(nki.simulate(scaled_by_instance)[2, 1](X), expected, rtol=1e-6)
+    one_instance = nki.benchmark(scaled_by_instance[1, 1])(X).latency_ns
+    assert nki.benchmark(scaled_by_instance[2, 1])(X).latency_ns > one_instance  # the grid is kept
+    with pytest.raises(nki.NkiUsageError, match="take a kernel, kernel\\[grid\\] or a function"):
+        nki.simulate(X)
+
+
 def test_kernels_modify_numpy_inputs_in_place():
     @nki.jit
     def double_in_place(a):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from localneuron.ops import tracking
 from localneuron.runtime.environment import read
 
 
@@ -65,12 +66,14 @@ ALL = (float32, tfloat32, bfloat16, float16, float8_e5m2, float8_e4m3, float8_e4
        int8, uint8, int16, uint16, int32, uint32, bool_)
 BY_NAME = {d.name: d for d in ALL}
 # Spellings from numpy, torch and ml_dtypes that mean one of ours.
-ALIASES = {"float": float32, "bool": bool_, "half": float16, "float8_e4m3fnuz": float8_e4m3fn,
-           "float64": float32, "int64": int32, "uint64": uint32}
+ALIASES = {"float": float32, "bool": bool_, "half": float16, "float8_e4m3fnuz": float8_e4m3fn}
+# NKI has no 64-bit types. As the device does with 64-bit tensors, a kernel computes them in the
+# 32-bit type, with one warning per type (arguments, nl.ndarray dtypes and tensors alike).
+NARROWED = {"float64": float32, "int64": int32, "uint64": uint32}
 
 
 def as_dtype(value):
-    """Map an NKI, numpy, torch or string dtype to an NkiDtype (64-bit types narrow to 32-bit)."""
+    """Map an NKI, numpy, torch or string dtype to an NkiDtype (64-bit types narrow to 32-bit, see NARROWED)."""
     if isinstance(value, NkiDtype):
         return value
     name = str(value)
@@ -79,6 +82,10 @@ def as_dtype(value):
     elif not isinstance(value, str):
         name = np.dtype(value).name
     found = BY_NAME.get(name) or ALIASES.get(name)
+    if found is None and name in NARROWED:
+        found = NARROWED[name]
+        tracking.warn_once(f"nki:{name}", f"{name} is not an NKI data type: NKI kernels compute it as {found.name}, "
+                           f"with {found.name}'s precision and range. Pass {found.name} data to the kernel.")
     if found is None:
         raise TypeError(f"dtype {value!r} is not an NKI data type; use one of {sorted(BY_NAME)}")
     return found

@@ -225,18 +225,24 @@ def _combine(reports, parallel):
 _KERNEL_OF_FUNCTION = {}   # kernels live as long as KERNELS anyway
 
 
-def _as_kernel(kernel):
-    """A plain function passed to simulate/benchmark becomes one Kernel, however often it is run."""
-    if isinstance(kernel, Kernel):
+def _as_launch(kernel):
+    """What simulate/benchmark run: a launch (`kernel[grid]`) as it is; a kernel or plain function on
+    one core (a plain function becomes one Kernel, however often it is run)."""
+    if isinstance(kernel, Launch):
         return kernel
+    if isinstance(kernel, Kernel):
+        return Launch(kernel, 1)
+    if not callable(kernel):
+        raise NkiUsageError(f"nki.simulate/benchmark take a kernel, kernel[grid] or a function, got {kernel!r}")
     if kernel not in _KERNEL_OF_FUNCTION:
         _KERNEL_OF_FUNCTION[kernel] = Kernel(kernel, {})
-    return _KERNEL_OF_FUNCTION[kernel]
+    return Launch(_KERNEL_OF_FUNCTION[kernel], 1)
 
 
 def simulate(kernel):
-    """nki.simulate(kernel)(*args): run on the CPU simulator; numpy in, numpy out (torch in, torch out)."""
-    return Launch(_as_kernel(kernel), 1)
+    """nki.simulate(kernel)(*args) or nki.simulate(kernel[grid])(*args): run on the CPU simulator;
+    numpy in, numpy out (torch in, torch out)."""
+    return _as_launch(kernel)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -248,10 +254,10 @@ def benchmark(kernel, numerics=True, trace=False):
     """nki.benchmark(kernel)(*args) -> KernelReport (estimated latency, per-engine busy time,
     bottleneck, outputs). With numerics=False only shapes are used (arguments may be ShapeOnly),
     so large kernels are costed in seconds."""
-    kernel = _as_kernel(kernel)
+    launch = _as_launch(kernel)
 
     def run(*args, **kwargs):
-        execution = execute(kernel, 1, args, kwargs, numerics=numerics, keep_trace=trace)
+        execution = execute(launch.kernel, launch.grid, args, kwargs, numerics=numerics, keep_trace=trace)
         report = execution.report
         report.outputs = execution.outputs_as(lambda host: host.data if numerics else ShapeOnly(host.shape, host.dtype))
         return report
