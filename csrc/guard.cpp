@@ -39,11 +39,12 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const noexcept override {
     return c10::Stream(c10::Stream::UNSAFE, resolve(d), t_current_stream);
   }
+  // getStream must not throw; the streams created here name a device that must exist.
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::UNSAFE, resolve(d), 0);
+    return c10::Stream(c10::Stream::UNSAFE, {kNeuron, checked_index(d.index())}, 0);
   }
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::UNSAFE, resolve(d), g_next_stream++);
+    return c10::Stream(c10::Stream::UNSAFE, {kNeuron, checked_index(d.index())}, g_next_stream++);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {

@@ -1,4 +1,5 @@
 """Streams and events on the neuron device."""
+import pytest
 import torch
 
 import torch_neuronx
@@ -31,3 +32,12 @@ def test_torch_neuronx_stream_api():
     e.record()
     e.wait()
     torch_neuronx.synchronize()
+
+
+@pytest.mark.parametrize("index", [257, -5, 4, "neuron:9"])
+def test_stream_functions_refuse_an_invalid_device_index(index):
+    for make in (torch.neuron.current_stream, torch.neuron.default_stream, lambda d: torch.neuron.Stream(device=d)):
+        with pytest.raises(ValueError, match=r"Invalid device id: -?\d+\. Valid range is 0 to 3"):
+            make(index)
+    with pytest.raises(IndexError, match="out of range"):
+        torch.Stream(device="neuron:9")  # PyTorch's own constructor reaches the device guard

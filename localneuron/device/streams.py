@@ -1,11 +1,12 @@
 """Streams and events on the neuron device (torch.neuron.Stream / Event / stream(...))."""
 import torch
 
+from localneuron.device.devices import device_index
+
 
 class Stream(torch.Stream):
     def __new__(cls, device=None, priority: int = 0, **kwargs):
-        if device is None:
-            device = torch.device("neuron", torch.neuron.current_device())
+        device = torch.device("neuron", device_index(device))
         return super().__new__(cls, device=device, priority=priority, **kwargs)
 
     def wait_event(self, event) -> None:
@@ -26,11 +27,11 @@ def Event(enable_timing: bool = False, blocking: bool = False, interprocess: boo
 
 
 def current_stream(device=None) -> torch.Stream:
-    return torch.accelerator.current_stream(device)
+    return torch.accelerator.current_stream(device_index(device))
 
 
 def default_stream(device=None) -> torch.Stream:
-    current = torch.accelerator.current_stream(device)
+    current = torch.accelerator.current_stream(device_index(device))
     return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
 
 
