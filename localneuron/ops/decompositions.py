@@ -14,6 +14,11 @@ import torch
 # -- RNN cells --
 
 
+def _opmath(*tensors):
+    """float32 copies for the gate arithmetic, as CUDA's fused cells compute: one rounding per output."""
+    return [t.float() if t is not None else None for t in tensors]
+
+
 def _with_biases(input_gates, hidden_gates, input_bias, hidden_bias):
     if input_bias is not None:
         input_gates = input_gates + input_bias
@@ -23,15 +28,20 @@ def _with_biases(input_gates, hidden_gates, input_bias, hidden_bias):
 
 
 def fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    dtype = input_gates.dtype
+    input_gates, hidden_gates, cx, input_bias, hidden_bias = _opmath(input_gates, hidden_gates, cx, input_bias,
+                                                                    hidden_bias)
     input_gates, hidden_gates = _with_biases(input_gates, hidden_gates, input_bias, hidden_bias)
     i, f, g, o = (input_gates + hidden_gates).chunk(4, 1)
     i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
     cy = f * cx + i * g
     hy = o * cy.tanh()
-    return hy, cy, torch.cat([i, f, g, o], 1)
+    return hy.to(dtype), cy.to(dtype), torch.cat([i, f, g, o], 1).to(dtype)
 
 
 def fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    dtype = cx.dtype
+    grad_hy, grad_cy, cx, cy, workspace = _opmath(grad_hy, grad_cy, cx, cy, workspace)
     i, f, g, o = workspace.chunk(4, 1)
     tanh_cy = cy.tanh()
     grad_c = torch.zeros_like(cy) if grad_cy is None else grad_cy
@@ -41,11 +51,14 @@ def fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias)
     else:
         grad_o = torch.zeros_like(o)
     grad_gates = torch.cat([grad_c * g * i * (1 - i), grad_c * cx * f * (1 - f), grad_c * i * (1 - g * g), grad_o], 1)
-    grad_bias = grad_gates.sum(0) if has_bias else None
-    return grad_gates, grad_c * f, grad_bias
+    grad_bias = grad_gates.sum(0).to(dtype) if has_bias else None
+    return grad_gates.to(dtype), (grad_c * f).to(dtype), grad_bias
 
 
 def fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    dtype = input_gates.dtype
+    input_gates, hidden_gates, hx, input_bias, hidden_bias = _opmath(input_gates, hidden_gates, hx, input_bias,
+                                                                    hidden_bias)
     input_gates, hidden_gates = _with_biases(input_gates, hidden_gates, input_bias, hidden_bias)
     ir, iz, in_ = input_gates.chunk(3, 1)
     hr, hz, hn = hidden_gates.chunk(3, 1)
@@ -53,20 +66,23 @@ def fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=N
     z = (iz + hz).sigmoid()
     n = (in_ + r * hn).tanh()
     hy = n + z * (hx - n)
-    return hy, torch.cat([r, z, n, hx, hn], 1)
+    return hy.to(dtype), torch.cat([r, z, n, hx, hn], 1).to(dtype)
 
 
 def fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    dtype = grad_hy.dtype
+    grad_hy, workspace = _opmath(grad_hy, workspace)
     r, z, n, hx, hn = workspace.chunk(5, 1)
     grad_n = grad_hy * (1 - z) * (1 - n * n)
     grad_z = grad_hy * (hx - n) * z * (1 - z)
     grad_r = grad_n * hn * r * (1 - r)
     grad_input_gates = torch.cat([grad_r, grad_z, grad_n], 1)
     grad_hidden_gates = torch.cat([grad_r, grad_z, grad_n * r], 1)
-    grad_hx = grad_hy * z
+    grad_hx = (grad_hy * z).to(dtype)
     if not has_bias:
-        return grad_input_gates, grad_hidden_gates, grad_hx, None, None
-    return grad_input_gates, grad_hidden_gates, grad_hx, grad_input_gates.sum(0), grad_hidden_gates.sum(0)
+        return grad_input_gates.to(dtype), grad_hidden_gates.to(dtype), grad_hx, None, None
+    return (grad_input_gates.to(dtype), grad_hidden_gates.to(dtype), grad_hx, grad_input_gates.sum(0).to(dtype),
+            grad_hidden_gates.sum(0).to(dtype))
 
 
 # -- synchronized batch norm (nn.SyncBatchNorm on an accelerator): per-rank statistics, combined --
