@@ -1,7 +1,8 @@
 """CompositeExplicitAutograd ops without a device kernel run their composite code on device tensors.
-Those whose code looks up a per-device DispatchStub or checks the device type (kaiser_window, mode's
-out= variant: run=WHOLE_INCLUDING_OUT in op_records.py) run whole on host aliases; the rest must keep working
-through their composite code. Each call is compared with the CPU."""
+Those whose code looks up a per-device DispatchStub, checks the device type or calls a CPU kernel
+directly (kaiser_window, mode's out= variant, _batch_norm_no_update: run=WHOLE_INCLUDING_OUT in
+op_records.py) run whole on host aliases; the rest must keep working through their composite code.
+Each call is compared with the CPU."""
 import pytest
 import torch
 
@@ -32,6 +33,8 @@ CALLS = {
     "kaiser_window.out": lambda d: torch.ops.aten.kaiser_window.out(8, out=torch.empty(8, device=d)),
     "mode": lambda d: torch.mode(x(d), 0),
     "mode.values": mode_out,
+    "_batch_norm_no_update": lambda d: torch.ops.aten._batch_norm_no_update(
+        x(d), None, None, torch.zeros(5, device=d), torch.ones(5, device=d), 0.1, 1e-5),
     # composite kernels that reach the device through other ops
     "hann_window": lambda d: torch.hann_window(8, device=d),
     "hamming_window.periodic_alpha_beta": lambda d: torch.hamming_window(8, True, 0.5, 0.4, device=d),

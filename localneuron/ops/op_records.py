@@ -77,6 +77,7 @@ SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerat
 OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
 
 OPS = {
+    "aten::_batch_norm_no_update": Record(run=WHOLE_INCLUDING_OUT, why="its CompositeExplicitAutograd kernel calls batch_norm_cpu directly, which refuses device tensors"),
     "aten::_convolution": Record(run=WHOLE, why="would end in convolution_overrideable, a hook every device must implement"),
     "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY),
     "aten::_efficient_attention_backward": Record(run=decompose(efficient_attention_backward), why=ATTENTION),
