@@ -5,6 +5,7 @@
 #include "executor.h"
 #include "generator.h"
 #include "pinned_host.h"
+#include "trace_plugin.h"
 #include "transfer_stats.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -112,4 +113,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("executable_calls", &executable_calls);
   m.def("reset_executable_calls", &reset_executable_calls);
   m.def("clear_executables", &clear_executables);
+
+  m.def("set_trace_builder", &set_trace_builder);
+  m.def("trace_recording", &trace_recording);
+  m.def("trace_clock_ns", &trace_clock_ns);
+  m.def("current_correlation_id", &current_correlation_id);
 }

@@ -10,5 +10,8 @@ from localneuron.device.registration import register as _register  # noqa: E402
 
 _register()
 import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
+from localneuron.profiler import kineto_bridge as _kineto_bridge  # noqa: E402
+
+_kineto_bridge.install()  # the device's part of torch.profiler traces
 
 __version__ = "0.1.0"

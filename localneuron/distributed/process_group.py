@@ -19,6 +19,7 @@ from localneuron import _C
 from localneuron.distributed import reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
+from localneuron.runtime import trace_events
 
 
 @eager_methods("_get_backend", "_allgather_base", "_reduce_scatter_base", "_start_coalescing", "_end_coalescing")
@@ -194,8 +195,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     def _issue(self, kind: str, outputs, inputs, start) -> NeuronWork:
         flat_outputs, flat_inputs = _flat(outputs), _flat(inputs)
         _check_one_device_type(kind, flat_outputs + flat_inputs)
-        stats.record_issue(kind, max(_nbytes(flat_outputs), _nbytes(flat_inputs)))
+        nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
+        stats.record_issue(kind, nbytes)
+        traced_from = trace_events.now_ns() if trace_events.recording() else None
         works = start()
+        if traced_from is not None:
+            trace_events.record("collective", kind, _device_index(flat_outputs + flat_inputs), traced_from,
+                                bytes=nbytes, ranks=self.size())
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
                           self._where)
         if self._coalesced is not None:
@@ -218,6 +224,10 @@ def _flat(x) -> list[torch.Tensor]:
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.nbytes for t in tensors)
+
+
+def _device_index(tensors: list[torch.Tensor]) -> int:
+    return next((t.device.index for t in tensors if t.device.type == "neuron"), _C.current_device())
 
 
 def _check_one_device_type(kind: str, tensors: list[torch.Tensor]) -> None:
