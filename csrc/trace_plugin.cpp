@@ -186,10 +186,10 @@ class NeuronActivityProfiler : public libkineto::IActivityProfiler {
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& requested,
                                                                  const libkineto::Config&) override {
-    for (libkineto::ActivityType t : requested) {
-      if (activities_.count(t)) return std::make_unique<NeuronTraceSession>();
-    }
-    return nullptr;  // a CPU-only trace: the device records nothing
+    // PyTorch asks every trace for the PrivateUse1 runtime type (it counts as a CPU activity); the
+    // device kernels type comes only with ProfilerActivity.PrivateUse1. Without it: CPU ops only.
+    if (requested.count(libkineto::ActivityType::CONCURRENT_KERNEL)) return std::make_unique<NeuronTraceSession>();
+    return nullptr;
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,

@@ -77,8 +77,9 @@ class _Builder:
         self.runtime = []
         self.flows = 0
 
-    def runtime_activity(self, name, w_thread, start, end, correlation, flow=0, **details):
-        self.runtime.append((RUNTIME, name, self.pid, w_thread, start, end, correlation, _meta(**details), flow, True))
+    def runtime_activity(self, activity, thread, start, end, correlation, flow=0, **details):
+        self.runtime.append((RUNTIME, activity, self.pid, thread, start, end, correlation, _meta(**details), flow,
+                             True))
 
     def flow(self) -> int:
         """A new runtime -> device arrow: the next runtime activity starts it, the next device span ends it."""
