@@ -82,7 +82,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const bool from_device = self.is_privateuseone();
   const bool to_device = dst.is_privateuseone();
   const c10::DeviceGuard guard(to_device ? dst.device() : self.device());
-  if (from_device && !to_device) note_host_sync();
+  if (from_device && !to_device) note_host_sync(HostSync::CopyToHost);
   WorkScope work(from_device && to_device ? Work::DeviceToDevice
                  : to_device              ? Work::HostToDevice
                                           : Work::DeviceToHost);
@@ -101,7 +101,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  note_host_sync();
+  note_host_sync(HostSync::ScalarRead);
   WorkScope work(Work::DeviceToHost);
   work.describe(-1, self.device().index(), static_cast<int64_t>(self.element_size()));
   count_transfer(true, false, static_cast<int64_t>(self.element_size()));

@@ -118,4 +118,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("trace_recording", &trace_recording);
   m.def("trace_clock_ns", &trace_clock_ns);
   m.def("current_correlation_id", &current_correlation_id);
+  m.def("set_host_sync_observer", &set_host_sync_observer);
 }

@@ -226,12 +226,23 @@ void record_work(Work kind, int64_t id, int device, int64_t start_ns, int64_t co
   g_work.push_back(w);
 }
 
-void note_host_sync() {
+py::object* g_sync_observer = nullptr;  // process lifetime, like the executor's callbacks
+
+void note_host_sync(HostSync kind) {
+  if (g_sync_observer != nullptr && Py_IsInitialized()) {
+    py::gil_scoped_acquire gil;
+    (*g_sync_observer)(static_cast<int>(kind));
+  }
   if (!trace_recording() && torch::profiler::impl::profilerEnabled()) {
     TORCH_WARN_ONCE("torch.profiler is recording without ProfilerActivity.PrivateUse1, so the trace has no neuron "
                     "runtime or device events (only CPU ops). Profile with activities=[ProfilerActivity.CPU, "
                     "ProfilerActivity.PrivateUse1], as TorchNeuron requires.");
   }
+}
+
+void set_host_sync_observer(py::object observer) {
+  if (g_sync_observer == nullptr) g_sync_observer = new py::object();
+  *g_sync_observer = std::move(observer);
 }
 
 void set_trace_builder(py::object builder) {
