@@ -229,7 +229,7 @@ void record_work(Work kind, int64_t id, int device, int64_t start_ns, int64_t co
 py::object* g_sync_observer = nullptr;  // process lifetime, like the executor's callbacks
 
 void note_host_sync(HostSync kind) {
-  if (g_sync_observer != nullptr && Py_IsInitialized()) {
+  if (g_sync_observer != nullptr && !g_sync_observer->is_none() && Py_IsInitialized()) {
     py::gil_scoped_acquire gil;
     (*g_sync_observer)(static_cast<int>(kind));
   }
