@@ -119,4 +119,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("trace_clock_ns", &trace_clock_ns);
   m.def("current_correlation_id", &current_correlation_id);
   m.def("set_host_sync_observer", &set_host_sync_observer);
+  m.def("start_inspect", &start_inspect);
+  m.def("stop_inspect", &stop_inspect);
 }

@@ -40,6 +40,8 @@ struct WorkRecord {
 };
 
 std::mutex g_work_mutex;
+// NEURON_RT_INSPECT_ENABLE: the device records for the whole process, without torch.profiler
+std::atomic<bool> g_inspecting{false};
 std::vector<WorkRecord> g_work;
 py::object* g_builder = nullptr;  // process lifetime, like the executor's callbacks
 
@@ -81,8 +83,26 @@ libkineto::ActivityType activity_type(int kind) {
   }
 }
 
+// The work noted so far, as the builder's rows; the caller holds the GIL.
+py::list take_work() {
+  std::vector<WorkRecord> work;
+  {
+    std::lock_guard<std::mutex> lock(g_work_mutex);
+    work.swap(g_work);
+  }
+  py::list rows;
+  for (const WorkRecord& w : work) {
+    rows.append(py::make_tuple(static_cast<int>(w.kind), w.id, w.device, w.start_ns, w.compiled_ns, w.end_ns,
+                               w.bytes, w.correlation, w.thread));
+  }
+  return rows;
+}
+
 class NeuronTraceSession : public libkineto::IActivityProfilerSession {
  public:
+  // custom_config: _ExperimentalConfig(custom_profiler_config=...), as torch_neuronx.profiling.NeuronConfig sets it
+  explicit NeuronTraceSession(std::string custom_config) : custom_config_(std::move(custom_config)) {}
+
   void start() override {
     {
       std::lock_guard<std::mutex> lock(g_work_mutex);
@@ -105,22 +125,12 @@ class NeuronTraceSession : public libkineto::IActivityProfilerSession {
 
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked, int64_t,
                     int64_t) override {
-    std::vector<WorkRecord> work;
-    {
-      std::lock_guard<std::mutex> lock(g_work_mutex);
-      work.swap(g_work);
-    }
     buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
     buffer_->span = libkineto::TraceSpan(start_ns_, end_ns_, "neuron");
     if (g_builder == nullptr) return;
     py::gil_scoped_acquire gil;
     try {
-      py::list rows;
-      for (const WorkRecord& w : work) {
-        rows.append(py::make_tuple(static_cast<int>(w.kind), w.id, w.device, w.start_ns, w.compiled_ns, w.end_ns,
-                                   w.bytes, w.correlation, w.thread));
-      }
-      py::tuple built = (*g_builder)(rows, start_ns_, end_ns_);
+      py::tuple built = (*g_builder)(take_work(), start_ns_, end_ns_, custom_config_);
       for (py::handle d : built[0]) {
         auto t = d.cast<std::tuple<int64_t, int64_t, std::string, std::string>>();
         logger.handleDeviceInfo(intern_device(std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)),
@@ -174,6 +184,7 @@ class NeuronTraceSession : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  std::string custom_config_;
   int64_t start_ns_ = 0, end_ns_ = 0;
   std::vector<std::string> errors_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
@@ -185,10 +196,15 @@ class NeuronActivityProfiler : public libkineto::IActivityProfiler {
   const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& requested,
-                                                                 const libkineto::Config&) override {
+                                                                 const libkineto::Config& config) override {
     // PyTorch asks every trace for the PrivateUse1 runtime type (it counts as a CPU activity); the
     // device kernels type comes only with ProfilerActivity.PrivateUse1. Without it: CPU ops only.
-    if (requested.count(libkineto::ActivityType::CONCURRENT_KERNEL)) return std::make_unique<NeuronTraceSession>();
+    TORCH_CHECK(!g_inspecting, "torch.profiler cannot record the neuron device while NEURON_RT_INSPECT_ENABLE=1 "
+                "captures it for the whole process (TorchNeuron's documentation: do not combine the two). Unset "
+                "NEURON_RT_INSPECT_ENABLE to use torch.profiler, or drop ProfilerActivity.PrivateUse1.");
+    if (requested.count(libkineto::ActivityType::CONCURRENT_KERNEL)) {
+      return std::make_unique<NeuronTraceSession>(config.getCustomConfig());
+    }
     return nullptr;
   }
 
@@ -238,6 +254,23 @@ void note_host_sync(HostSync kind) {
                     "runtime or device events (only CPU ops). Profile with activities=[ProfilerActivity.CPU, "
                     "ProfilerActivity.PrivateUse1], as TorchNeuron requires.");
   }
+}
+
+void start_inspect() {
+  TORCH_CHECK(!g_trace_recording, "NEURON_RT_INSPECT_ENABLE capture cannot start while torch.profiler records the "
+              "neuron device; do not combine the two.");
+  {
+    std::lock_guard<std::mutex> lock(g_work_mutex);
+    g_work.clear();
+  }
+  g_inspecting = true;
+  g_trace_recording = true;
+}
+
+py::list stop_inspect() {
+  g_trace_recording = false;
+  g_inspecting = false;
+  return take_work();
 }
 
 void set_host_sync_observer(py::object observer) {

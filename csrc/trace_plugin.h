@@ -29,6 +29,11 @@ enum class Work : int { Executable = 0, HostToDevice = 1, DeviceToHost = 2, Devi
 void record_work(Work kind, int64_t id, int device, int64_t start_ns, int64_t compiled_ns, int64_t end_ns,
                  int64_t bytes);
 
+// NEURON_RT_INSPECT_ENABLE: record the device for the whole process without torch.profiler (which then
+// refuses to record the device); stop_inspect() returns the builder's work rows.
+void start_inspect();
+pybind11::list stop_inspect();
+
 // Called where the host waits for the device: a scalar read (.item(), bool(tensor)) or a copy back to
 // the host (.cpu()). The observer (localneuron/runtime/host_syncs.py) attributes it to the user's code;
 // a torch.profiler trace that records without the neuron activity gets a hint that its device lanes
@@ -37,7 +42,7 @@ enum class HostSync : int { ScalarRead = 0, CopyToHost = 1 };
 void note_host_sync(HostSync kind);
 void set_host_sync_observer(pybind11::object observer);
 
-// builder(work, start_ns, end_ns) -> (devices, resources, activities), tuples as documented in
+// builder(work, start_ns, end_ns, custom_config) -> (devices, resources, activities), tuples as documented in
 // localneuron/profiler/kineto_bridge.py (the one definition of that contract).
 void set_trace_builder(pybind11::object builder);
 

@@ -10,8 +10,10 @@ from localneuron.device.registration import register as _register  # noqa: E402
 
 _register()
 import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
+from localneuron.profiler import inspect_env as _inspect_env  # noqa: E402
 from localneuron.profiler import kineto_bridge as _kineto_bridge  # noqa: E402
 
 _kineto_bridge.install()  # the device's part of torch.profiler traces
+_inspect_env.start_from_environment()  # NEURON_RT_INSPECT_ENABLE
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """Builds the neuron part of a torch.profiler trace from the device work noted while it recorded.
 
-csrc/trace_plugin.cpp calls build(work, start_ns, end_ns) when the trace stops. This file is the one
-definition of that contract:
+csrc/trace_plugin.cpp calls build(work, start_ns, end_ns, custom_config) when the trace stops (the
+config as capture_config.py reads it). This file is the one definition of that contract:
 
     work:        (kind, id, device, start_ns, compiled_ns, end_ns, bytes, correlation, thread) per piece
                  of work the C++ core did; kind as in WORK_KINDS (csrc/trace_plugin.h Work), id the
@@ -28,8 +28,8 @@ import torch
 
 from localneuron import _C
 from localneuron.ops import tracking
-from localneuron.profiler import engines, estimates
-from localneuron.profiler.device_clock import DeviceClock
+from localneuron.profiler import capture_config, engines, estimates
+from localneuron.profiler.device_clock import DeviceClock, DeviceSpan
 from localneuron.runtime import trace_events
 
 WORK_KINDS = ("executable", "host_to_device", "device_to_host", "device_to_device")
@@ -124,20 +124,41 @@ class _Builder:
         else:
             self.clock.compute(p.device, p.name, p.start_ns, p.estimated_seconds, p.correlation, details, flow)
 
-    def result(self):
-        cores = sorted({s.core for s in self.clock.spans})
+    def result(self, config: capture_config.CaptureConfig):
+        spans = self.captured_spans(config) if "DEVICE" in config.modes else []
+        runtime = self.runtime if "RUNTIME" in config.modes else []
+        cores = sorted({s.core for s in spans})
         devices = [(hw_pid(c), hw_pid(c), f"neuron_hw NC{c}", f"NeuronCore {c} (estimated device time)")
                    for c in cores]
         resources = [(hw_pid(c), i, i, track) for c in cores for i, track in enumerate(engines.TRACKS)]
         track_id = {track: i for i, track in enumerate(engines.TRACKS)}
         device = [(DEVICE_MEMCPY if s.track == engines.DMA else DEVICE_KERNEL, s.name, hw_pid(s.core),
                    track_id[s.track], s.start_ns, s.end_ns, s.correlation, _meta(**s.details), s.flow, False)
-                  for s in sorted(self.clock.spans, key=lambda s: (s.core, s.track, s.start_ns))]
-        runtime = sorted(self.runtime, key=lambda a: (a[3], a[4], -a[5]))
+                  for s in sorted(spans, key=lambda s: (s.core, s.track, s.start_ns))]
+        if {s.flow for s in spans} != {a[8] for a in runtime}:  # an arrow needs both ends
+            ends = {s.flow for s in spans}
+            runtime = [a if a[8] in ends else (*a[:8], 0, True) for a in runtime]
+            starts = {a[8] for a in runtime}
+            device = [d if d[8] in starts else (*d[:8], 0, False) for d in device]
+        runtime = sorted(runtime, key=lambda a: (a[3], a[4], -a[5]))
         return devices, resources, runtime + device
 
+    def captured_spans(self, config: capture_config.CaptureConfig) -> list[DeviceSpan]:
+        kept, per_core = [], {}
+        for s in sorted(self.clock.spans, key=lambda s: s.start_ns):
+            if config.captures(s.core) and per_core.get(s.core, 0) < (config.max_events_per_nc or float("inf")):
+                per_core[s.core] = per_core.get(s.core, 0) + 1
+                kept.append(s)
+        return kept
 
-def build(work_rows, start_ns: int, end_ns: int):
+
+LastTrace = namedtuple("LastTrace", "config spans runtime start_ns end_ns")
+last_trace: LastTrace | None = None  # what the latest trace captured, for the profile files (profile_files.py)
+
+
+def build(work_rows, start_ns: int, end_ns: int, custom_config: str = ""):
+    global last_trace
+    config = capture_config.parse(custom_config)
     builder = _Builder()
     issued = [(Work(*row), None) for row in work_rows] + [(None, p) for p in trace_events.take()]
 
@@ -158,7 +179,10 @@ def build(work_rows, start_ns: int, end_ns: int):
             builder.executable(w)
         else:
             builder.copy(w, WORK_KINDS[w.kind])
-    return builder.result()
+    result = builder.result(config)
+    last_trace = LastTrace(config, builder.captured_spans(config) if "DEVICE" in config.modes else [],
+                           [a for a in result[2] if a[0] == RUNTIME], start_ns, end_ns)
+    return result
 
 
 def install() -> None:
