@@ -1,4 +1,5 @@
 #include "allocator.h"
+#include "memory_history.h"
 
 #include "device_state.h"
 
@@ -51,6 +52,7 @@ std::string format_bytes(int64_t b) {
 void release_cache_locked(DeviceMemory& m) {
   for (auto& [size, blocks] : m.cached) {
     for (BlockHeader* b : blocks) {
+      if (memory_history_on()) note_segment_free(b->device, reinterpret_cast<char*>(b) + kHeader, size);
       c10::free_cpu(b);
       m.c.reserved_current -= static_cast<int64_t>(size);
       m.c.reserved_freed_total += static_cast<int64_t>(size);
@@ -97,6 +99,7 @@ void count_free_locked(DeviceMemory& m, int64_t bytes) {
 
 void free_block(void* ctx) {
   auto* b = static_cast<BlockHeader*>(ctx);
+  if (memory_history_on()) note_free(b->device, reinterpret_cast<char*>(b) + kHeader, b->rounded);
   DeviceMemory& m = g_memory[b->device];
   std::lock_guard<std::mutex> lock(m.mu);
   count_free_locked(m, static_cast<int64_t>(b->rounded));
@@ -124,11 +127,13 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
     }
     count_alloc_locked(m, static_cast<int64_t>(rounded));
   }
-  if (block == nullptr) {
+  const bool new_segment = block == nullptr;
+  if (new_segment) {
     block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
     block->rounded = rounded;
     block->device = index;
   }
+  if (memory_history_on()) note_alloc(index, reinterpret_cast<char*>(block) + kHeader, rounded, n, new_segment);
   return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
 }
 

@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "executor.h"
 #include "generator.h"
+#include "memory_history.h"
 #include "pinned_host.h"
 #include "trace_plugin.h"
 #include "transfer_stats.h"
@@ -120,5 +121,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("current_correlation_id", &current_correlation_id);
   m.def("set_host_sync_observer", &set_host_sync_observer);
   m.def("start_inspect", &start_inspect);
+  m.def("record_memory_history", &record_memory_history);
+  m.def("memory_snapshot", &memory_snapshot);
   m.def("stop_inspect", &stop_inspect);
 }

@@ -146,3 +146,37 @@ def test_environment_route_writes_a_profile_at_exit_and_refuses_torch_profiler(t
 def test_environment_route_rejects_bad_values_before_the_run(tmp_path):
     result = run_python("import torch", env={"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_DEVICE_PROFILE": "always"})
     assert "NEURON_RT_INSPECT_DEVICE_PROFILE='always'" in result.stderr
+
+
+def allocated_here(n):
+    return torch.empty(n, dtype=torch.uint8, device="neuron")  # ALLOCATION
+
+
+def test_memory_history_snapshot_is_in_pytorch_memory_viz_format(tmp_path):
+    import pickle
+
+    from torch.cuda._memory_viz import trace_plot
+
+    torch.neuron.memory._record_memory_history(max_entries=100000)
+    try:
+        kept = allocated_here(4 << 20)
+        dropped = allocated_here(1000)
+        del dropped
+        torch.neuron.memory._dump_snapshot(str(tmp_path / "snapshot.pickle"))
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    snapshot = pickle.loads((tmp_path / "snapshot.pickle").read_bytes())
+    trace = snapshot["device_traces"][0]
+    ours = [e for e in trace if e["action"] == "alloc" and e["size"] in (4 << 20, 1024)]
+    assert [e["size"] for e in ours] == [4 << 20, 1024]
+    assert any(f["name"] == "allocated_here" and f["filename"].endswith("test_neuron_profiling.py")
+               for f in ours[0]["frames"])
+    freed = [e for e in trace if e["action"] == "free_completed" and e["addr"] == ours[1]["addr"]]
+    assert len(freed) == 1
+    segment = next(s for s in snapshot["segments"] if s["address"] == ours[0]["addr"])
+    assert segment["blocks"][0]["state"] == "active_allocated" and segment["total_size"] == 4 << 20
+    assert kept.untyped_storage().data_ptr() == ours[0]["addr"]
+    html = trace_plot(snapshot)  # PyTorch's own memory_viz renderer accepts it
+    assert "<html" in html.lower() or "<script" in html.lower()
+    with pytest.raises(ValueError, match="expected one of"):
+        torch.neuron.memory._record_memory_history(enabled="everything")
