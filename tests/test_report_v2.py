@@ -178,3 +178,16 @@ def test_torchrun_every_rank_writes_a_report_and_rank0_prints_one_merged(tmp_pat
     for f in files:
         data = json.loads((reports / f).read_text())
         assert data["native_ops"]["aten::mm"] == 3  # each rank's full report
+
+
+def test_a_copy_to_host_on_the_autograd_thread_is_counted_without_a_python_caller():
+    import torch
+
+    from localneuron.runtime import call_sites, host_syncs
+
+    call_sites.clear()
+    w = torch.ones(3, requires_grad=True)
+    w.to("neuron").sum().backward()  # the gradient goes back to the CPU parameter on the engine's thread
+    copies = call_sites.snapshot()["host_sync"][host_syncs.KINDS[1]]
+    assert copies == {host_syncs.NO_PYTHON_CALLER: 1}
+    torch.testing.assert_close(w.grad, torch.ones(3))

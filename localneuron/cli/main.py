@@ -57,7 +57,13 @@ def _run(args) -> int:
     if not args.module and not os.path.exists(args.script):
         print(f"localneuron run: no such script: {args.script}", file=sys.stderr)
         return 2
-    status = _run_target(args)
+    if args.html:
+        from localneuron.profiler.memory_sampler import MemorySampler
+
+        with MemorySampler() as sampler:
+            status = _run_target(args)
+    else:
+        status = _run_target(args)
     data = report.collect()
     out = sys.stderr if args.report_to_stderr else sys.stdout
     job = ranks.current_job()
@@ -69,6 +75,13 @@ def _run(args) -> int:
             print(report.render(data), file=out)
     if args.json and data is not None:
         _write_json(args.json, data)
+    if args.html and data is not None:
+        from localneuron.profiler import html_report
+
+        tmp = f"{args.html}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(html_report.render(data, sampler.samples))
+        os.replace(tmp, args.html)
     if args.strict and data is not None:
         failures = _strict_failures(data, args.max_recompiles)
         for failure in failures:
@@ -130,6 +143,7 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a Python script on the neuron device and print the portability report")
     run.add_argument("--json", metavar="FILE", help="also write the report data as JSON")
+    run.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page with charts")
     run.add_argument("--report-to-stderr", action="store_true", help="print the report on stderr")
     run.add_argument("--strict", action="store_true",
                      help=f"exit with status {STRICT_FAILURE} if any op falls back to the CPU or the run recompiles "

@@ -44,9 +44,9 @@ def is_library(filename: str) -> bool:
     return known
 
 
-def user_site(frame=None) -> str | None:
-    """'file:line in function' of the innermost user frames (caller last), or None if all is library code."""
-    frame = frame or sys._getframe(1)
+def user_site(frame) -> str | None:
+    """'file:line in function' of the innermost user frames from `frame` outwards (caller last), or None
+    if all of them are library code."""
     found = []
     while frame is not None and len(found) < SITES_PER_EVENT:
         code = frame.f_code

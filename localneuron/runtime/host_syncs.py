@@ -15,8 +15,11 @@ _RUNTIME_PATHS = ("localneuron/ops/", "localneuron/compiler/", "localneuron/dist
 _PRINTING = "torch/_tensor_str.py"
 
 
+NO_PYTHON_CALLER = "(no Python caller: the autograd engine's thread)"
+
+
 def observe(kind: int) -> None:
-    frame = sys._getframe(1)
+    frame = sys._getframe(0).f_back  # None when the C++ autograd engine copies on its own thread
     what = KINDS[kind]
     walk = frame
     while walk is not None and call_sites.is_library(walk.f_code.co_filename):
@@ -26,4 +29,5 @@ def observe(kind: int) -> None:
         if filename.endswith(_PRINTING):
             what = PRINT
         walk = walk.f_back
-    call_sites.record(call_sites.HOST_SYNC, what, call_sites.user_site(frame) or "(library code only)")
+    site = NO_PYTHON_CALLER if frame is None else call_sites.user_site(frame) or "(library code only)"
+    call_sites.record(call_sites.HOST_SYNC, what, site)
