@@ -6,7 +6,7 @@ import os
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 from setuptools import setup  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths  # noqa: E402
 
 os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
 
@@ -15,6 +15,8 @@ setup(
         CppExtension(
             name="localneuron._C",
             sources=sorted(glob.glob("csrc/*.cpp")),
+            # Kineto's headers (the device's torch.profiler plugin, csrc/trace_plugin.cpp) include each other by bare name.
+            include_dirs=[os.path.join(include_paths()[0], "kineto")],
             extra_compile_args=["-O2", "-g0", "-std=c++17"],
         )
     ],

@@ -1,4 +1,5 @@
 #include "allocator.h"
+#include "memory_history.h"
 
 #include "device_state.h"
 
@@ -66,6 +67,7 @@ std::string format_bytes(double bytes) {
 void release_cache_locked(DeviceMemory& m) {
   for (auto& [size, blocks] : m.cached) {
     for (BlockHeader* b : blocks) {
+      if (memory_history_on()) note_segment_free(b->device, reinterpret_cast<char*>(b) + kHeader, size);
       c10::free_cpu(b);
       m.c.reserved_current -= static_cast<int64_t>(size);
       m.c.reserved_freed_total += static_cast<int64_t>(size);
@@ -134,6 +136,7 @@ void count_free_locked(DeviceMemory& m, int64_t bytes) {
 
 void free_block(void* ctx) {
   auto* b = static_cast<BlockHeader*>(ctx);
+  if (memory_history_on()) note_free(b->device, reinterpret_cast<char*>(b) + kHeader, b->rounded);
   DeviceMemory& m = g_memory[b->device];
   std::lock_guard<std::mutex> lock(m.mu);
   count_free_locked(m, static_cast<int64_t>(b->rounded));
@@ -160,21 +163,28 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   mark_runtime_initialized();
   const size_t rounded = n > kMaxRequest ? n : round_size(n);
   DeviceMemory& m = g_memory[index];
-  std::lock_guard<std::mutex> lock(m.mu);
-  BlockHeader* block = take_cached_locked(m, rounded);
-  if (block == nullptr) {
-    const Room room = room_for_locked(m, rounded);
-    if (room == Room::None) raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/false);
-    try {
-      block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
-    } catch (const c10::Error&) {
-      raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/true);
+  BlockHeader* block = nullptr;
+  bool new_segment = false;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    block = take_cached_locked(m, rounded);
+    new_segment = block == nullptr;
+    if (new_segment) {
+      const Room room = room_for_locked(m, rounded);
+      if (room == Room::None) raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/false);
+      try {
+        block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
+      } catch (const c10::Error&) {
+        raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/true);
+      }
+      block->rounded = rounded;
+      block->device = index;
+      commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
     }
-    block->rounded = rounded;
-    block->device = index;
-    commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
+    count_alloc_locked(m, static_cast<int64_t>(rounded));
   }
-  count_alloc_locked(m, static_cast<int64_t>(rounded));
+  // Outside the device lock: recording takes the GIL for the Python stack.
+  if (memory_history_on()) note_alloc(index, reinterpret_cast<char*>(block) + kHeader, rounded, n, new_segment);
   return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
 }
 

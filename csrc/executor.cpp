@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "generator.h"
 #include "operand_devices.h"
+#include "trace_plugin.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -315,10 +316,19 @@ void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
 }
 
+// The device an op runs on, for the trace: its first neuron tensor's, else the current device.
+int stack_device(const torch::jit::Stack& stack, size_t begin) {
+  for (size_t i = begin; i < stack.size(); i++) {
+    if (stack[i].isTensor() && stack[i].toTensor().is_privateuseone()) return stack[i].toTensor().device().index();
+  }
+  return current_device();
+}
+
 void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t begin = stack->size() - nargs;
   const uint64_t key = signature(op, *stack, begin);
+  WorkScope work(Work::Executable);
   Executable* exe = t_cache.find(key);
   if (exe == nullptr) {
     std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
@@ -335,10 +345,12 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
     g_misses.fetch_add(1, std::memory_order_relaxed);
     exe = compile(op, stack, begin, key);
     t_cache.put(key, exe);
+    work.compiled();
   }
   const bool python_route = exe->route == Route::Python && !t_device_route_only;
   check_operand_devices(op, *stack, begin, /*refuse_host=*/!python_route);
   exe->calls.fetch_add(1, std::memory_order_relaxed);
+  if (work.on()) work.describe(exe->id, stack_device(*stack, begin));
   if (python_route) {
     call_python(g_callbacks->run_python, py::int_(exe->id), op, stack, begin);
     return;
@@ -385,6 +397,8 @@ at::Tensor run_fast(Executable& exe, const at::Tensor& a, const at::Tensor& b, R
   g_hits.fetch_add(1, std::memory_order_relaxed);
   exe.calls.fetch_add(1, std::memory_order_relaxed);
   const c10::DeviceIndex device = a.device().index();
+  WorkScope work(Work::Executable);
+  work.describe(exe.id, device);
   const at::Tensor ha = cpu_alias(a), hb = cpu_alias(b);
   const CurrentDeviceScope scope(device);
   at::Tensor r = host_op(ha, hb);

@@ -3,6 +3,7 @@
 #include "alias.h"
 #include "allocator.h"
 #include "device_state.h"
+#include "trace_plugin.h"
 #include "transfer_stats.h"
 
 #include <ATen/EmptyTensor.h>
@@ -81,6 +82,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const bool from_device = self.is_privateuseone();
   const bool to_device = dst.is_privateuseone();
   const c10::DeviceGuard guard(to_device ? dst.device() : self.device());
+  if (from_device && !to_device) note_host_sync(HostSync::CopyToHost);
+  WorkScope work(from_device && to_device ? Work::DeviceToDevice
+                 : to_device              ? Work::HostToDevice
+                                          : Work::DeviceToHost);
+  work.describe(-1, (to_device ? dst : self).device().index(), static_cast<int64_t>(dst.nbytes()));
   cpu_alias(dst).copy_(cpu_alias(self), non_blocking);
   count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));
   return dst;
@@ -95,6 +101,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  note_host_sync(HostSync::ScalarRead);
+  WorkScope work(Work::DeviceToHost);
+  work.describe(-1, self.device().index(), static_cast<int64_t>(self.element_size()));
   count_transfer(true, false, static_cast<int64_t>(self.element_size()));
   return at::native::_local_scalar_dense_cpu(cpu_alias(self));
 }

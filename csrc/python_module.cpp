@@ -4,8 +4,10 @@
 #include "device_state.h"
 #include "executor.h"
 #include "generator.h"
+#include "memory_history.h"
 #include "operand_devices.h"
 #include "pinned_host.h"
+#include "trace_plugin.h"
 #include "transfer_stats.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -115,4 +117,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("clear_executables", &clear_executables);
   m.def("cross_device_errors", &cross_device_errors);
   m.def("reset_cross_device_errors", &reset_cross_device_errors);
+
+  m.def("set_trace_builder", &set_trace_builder);
+  m.def("trace_recording", &trace_recording);
+  m.def("trace_clock_ns", &trace_clock_ns);
+  m.def("current_correlation_id", &current_correlation_id);
+  m.def("set_host_sync_observer", &set_host_sync_observer);
+  m.def("start_inspect", &start_inspect);
+  m.def("record_memory_history", &record_memory_history);
+  m.def("memory_snapshot", &memory_snapshot);
+  m.def("stop_inspect", &stop_inspect);
 }

@@ -21,3 +21,5 @@ from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fa
 from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distributed: the c10d backend "neuron")
 from torch_neuronx import memory  # noqa: F401,E402
 from torch_neuronx import neuron  # noqa: F401,E402
+from torch_neuronx import profiling  # noqa: F401,E402
+from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (contract §4.2)

@@ -9,8 +9,8 @@ import tempfile
 import traceback
 
 
-def _json_target_problem(path: str) -> str | None:
-    """Why the report could not be written to `path`, checked before the script runs."""
+def _report_target_problem(path: str) -> str | None:
+    """Why a report file could not be written to `path`, checked before the script runs."""
     if os.path.isdir(path):
         return "it is a directory"
     directory = os.path.dirname(os.path.abspath(path))
@@ -25,15 +25,7 @@ def _json_target_problem(path: str) -> str | None:
 
 def _write_json(data: dict, path: str) -> None:
     """Replaces `path` atomically; a failed write leaves neither a partial file nor a temporary one."""
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    _write_text_atomic(json.dumps(data, indent=2, sort_keys=True), path)
 
 
 def _exit_status(exit_: SystemExit) -> int:
@@ -47,49 +39,109 @@ def _exit_status(exit_: SystemExit) -> int:
     return 1
 
 
+STRICT_FAILURE = 3  # exit status of `localneuron run --strict` when the run itself succeeded
+
+
+def _run_target(args) -> int:
+    """Runs the script or module like `python SCRIPT` / `python -m MODULE`; returns its exit status."""
+    if args.module:
+        sys.argv = [args.module, *args.script_args]
+        sys.path.insert(0, os.getcwd())
+        run = lambda: runpy.run_module(args.module, run_name="__main__", alter_sys=True)  # noqa: E731
+    else:
+        sys.argv = [args.script, *args.script_args]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
+        run = lambda: runpy.run_path(args.script, run_name="__main__")  # noqa: E731
+    try:
+        run()
+    except SystemExit as exit_:
+        return _exit_status(exit_)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 130  # the shell's status for SIGINT; the report printed after is the partial run's
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _strict_failures(data: dict, max_recompiles: int) -> list[str]:
+    failures = []
+    if data["cpu_fallback_ops"]:
+        failures.append(f"{len(data['cpu_fallback_ops'])} ops fell back to the CPU: "
+                        + ", ".join(data["cpu_fallback_ops"]))
+    recompiles = len(data.get("compile", {}).get("recompiles", []))
+    if recompiles > max_recompiles:
+        failures.append(f"{recompiles} recompiles (more than --max-recompiles {max_recompiles})")
+    return failures
+
+
+def _write_text_atomic(text: str, path: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def _run(args) -> int:
     import torch  # noqa: F401  (autoload registers the device)
 
     import localneuron  # noqa: F401  (in case autoload is disabled)
-    from localneuron.cli import report
+    from localneuron.cli import ranks, report
     from localneuron.runtime.config import ConfigurationError, device_config
 
-    if not os.path.exists(args.script):
+    if not args.module and not os.path.exists(args.script):
         print(f"localneuron run: no such script: {args.script}", file=sys.stderr)
         return 2
-    problem = args.json and _json_target_problem(args.json)
-    if problem:
-        print(f"localneuron run: cannot write --json {args.json}: {problem}", file=sys.stderr)
-        return 2
+    for flag, path in (("--json", args.json), ("--html", args.html)):
+        problem = path and _report_target_problem(path)
+        if problem:
+            print(f"localneuron run: cannot write {flag} {path}: {problem}", file=sys.stderr)
+            return 2
     try:
         device_config()
     except ConfigurationError as error:
         print(f"localneuron run: {error}", file=sys.stderr)
         return 2
-    sys.argv = [args.script, *args.script_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
     pid = os.getpid()
-    status = 0
-    try:
-        runpy.run_path(args.script, run_name="__main__")
-    except SystemExit as exit_:
-        status = _exit_status(exit_)
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        status = 130  # the shell's status for SIGINT; the report below is the partial run's
-    except BaseException:
-        traceback.print_exc()
-        status = 1
+    if args.html:
+        from localneuron.profiler.memory_sampler import MemorySampler
+
+        with MemorySampler() as sampler:
+            status = _run_target(args)
+    else:
+        status = _run_target(args)
     if os.getpid() != pid:
         return status  # a child the script forked: the report is its parent's to print
     data = report.collect()
-    print(report.render(data), file=sys.stderr if args.report_to_stderr else sys.stdout)
-    if args.json:
-        try:
+    out = sys.stderr if args.report_to_stderr else sys.stdout
+    job = ranks.current_job()
+    if job is not None:
+        data = ranks.exchange(job, data)  # every rank writes its report; rank 0 gets the merged one
+    if data is None:
+        return status
+    print(report.render(data), file=out)
+    try:
+        if args.json:
             _write_json(data, args.json)
-        except OSError as error:
-            print(f"localneuron run: could not write --json {args.json}: {error}", file=sys.stderr)
-            status = status or 1
+        if args.html:
+            from localneuron.profiler import html_report
+
+            _write_text_atomic(html_report.render(data, sampler.samples), args.html)
+    except OSError as error:
+        print(f"localneuron run: could not write the report: {error}", file=sys.stderr)
+        status = status or 1
+    if args.strict:
+        failures = _strict_failures(data, args.max_recompiles)
+        for failure in failures:
+            print(f"localneuron run --strict: {failure}", file=sys.stderr)
+        if failures and status == 0:
+            return STRICT_FAILURE
     return status
 
 
@@ -133,20 +185,53 @@ def _info(args) -> int:
     return status
 
 
+RUN_OPTIONS_WITH_VALUES = ("--json", "--max-recompiles", "--html")
+
+
+def _split_module_args(argv: list[str]) -> list[str]:
+    """`run [options] -m MODULE ARGS...`: removes and returns ARGS (argparse would read them as options)."""
+    if not argv or argv[0] != "run":
+        return []
+    i = 1
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
+        i += 2 if argv[i] in RUN_OPTIONS_WITH_VALUES else 1
+    if i + 1 < len(argv) and argv[i] == "-m":
+        rest = argv[i + 2:]
+        del argv[i + 2:]
+        return rest
+    return []
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="localneuron", description="TorchNeuron's neuron device, simulated.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a Python script on the neuron device and print the portability report")
     run.add_argument("--json", metavar="FILE", help="also write the report data as JSON")
+    run.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page with charts")
     run.add_argument("--report-to-stderr", action="store_true", help="print the report on stderr")
-    run.add_argument("script")
+    run.add_argument("--strict", action="store_true",
+                     help=f"exit with status {STRICT_FAILURE} if any op falls back to the CPU or the run recompiles "
+                          "more than --max-recompiles times (for CI of ported code)")
+    run.add_argument("--max-recompiles", type=int, default=0, metavar="N",
+                     help="recompiles --strict tolerates (default 0: static shapes compile once)")
+    run.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    run.add_argument("script", nargs="?", help="the script (or, with -m, the module's first argument)")
     run.add_argument("script_args", nargs=argparse.REMAINDER)
     run.set_defaults(handler=_run)
     info = commands.add_parser("info", help="print the simulated target, devices, versions and cache locations")
     info.add_argument("--ops", nargs="?", const="*", metavar="PATTERN",
                       help="print the op records (support rule, how it runs...) of the ops matching PATTERN")
     info.set_defaults(handler=_info)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    module_args = _split_module_args(argv)
     args = parser.parse_args(argv)
+    if args.command == "run":
+        if args.module:
+            args.script_args = module_args
+        elif args.script is None:
+            parser.error("run: give a script, or -m MODULE")
+        if args.max_recompiles < 0:
+            parser.error("run: --max-recompiles must be 0 or more")
     return args.handler(args)
 
 

@@ -6,6 +6,7 @@ import sys
 
 from localneuron import _C
 from localneuron.ops import tracking
+from localneuron.profiler import sources
 from localneuron.runtime.config import device_config
 
 # report section -> the layer package that must have been used, and its report module
@@ -46,6 +47,7 @@ def collect() -> dict:
         "executable_cache": {"hits": hits, "misses": misses, "executables": executables},
         "cross_device_errors": dict(_C.cross_device_errors()),
         "transfers": _C.transfer_counters(),
+        "sources": sources.collect(),
     }
     for name, module in _used_layers():
         data[name] = module.collect()
@@ -104,5 +106,14 @@ def render(data: dict) -> str:
                  f"{_bytes(t['device_to_host_bytes'])} back to the host")
     for name, module in _used_layers():
         lines += module.render(data[name])
+    lines += sources.render(data["sources"])
+    if "ranks_merged" in data:
+        lines.append(f"Merged report of ranks {data['ranks_merged']} (counts: the largest any rank saw)")
+        if data.get("ranks_missing_note"):
+            lines.append(f"    {data['ranks_missing_note']}")
+        differences = data["rank_differences"]
+        lines.append("Per-rank differences:" if differences else "Per-rank differences: none (every rank ran the "
+                     "same ops the same number of times)")
+        lines += differences
     lines.append("=" * 72)
     return "\n".join(lines)

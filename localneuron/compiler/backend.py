@@ -17,6 +17,7 @@ from localneuron.compiler import errors, metrics, placement
 from localneuron.ops import policy
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
 from localneuron.compiler.settings import resolve
+from localneuron.runtime import call_sites
 
 # Static shapes, as on TorchNeuron: a new input shape must recompile a static graph. Dynamo decides
 # whether to make a changed dimension dynamic ("automatic dynamic shapes") before any backend sees
@@ -64,6 +65,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     frame, fullgraph = _current_frame()
     compile_id = CompileContext.current_compile_id()
     recompiles, reason = metrics.record_frame(compile_id.frame_id, frame, str(compile_id), example_inputs)
+    if recompiles:
+        call_sites.record(call_sites.RECOMPILE, frame)
     graph = DynamoGraph(settings=settings, name=f"{settings.model_name}_{_graph_count}", frame=frame,
                         compile_id=str(compile_id), fullgraph=fullgraph, recompiles=recompiles, recompile_reason=reason)
     _graph_count += 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch._guards import TracingContext
 
-from localneuron.compiler import metrics, partition
+from localneuron.compiler import metrics, partition, progress
 from localneuron.compiler.errors import fullgraph_eager_op
 from localneuron.compiler.host_compile import DISABLED, HIT, MISS, compile_host
 from localneuron.compiler.settings import CompileSettings
@@ -36,12 +36,13 @@ def compiler_for(graph: DynamoGraph, kind: str):
         fallbacks = [e for e in eager.values() if e.fallback]
         if fallbacks and graph.fullgraph:
             raise fullgraph_eager_op(fallbacks[0].op, fallbacks[0].why)
-        if eager:
-            eager_nodes = partition.with_unpacking(set(eager))
-            run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
-        else:
-            executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
-            run, statuses = executable.run, [executable.cache]
+        with progress.compiling(f"{graph.name}_{kind}"):
+            if eager:
+                eager_nodes = partition.with_unpacking(set(eager))
+                run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
+            else:
+                executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
+                run, statuses = executable.run, [executable.cache]
         metrics.record_graph(metrics.NeuronCompilationMetrics(
             graph=f"{graph.name}_{kind}", model_name=graph.settings.model_name, frame=graph.frame,
             compile_id=graph.compile_id, kind=kind,

@@ -8,12 +8,21 @@ storages before adopting.
 import torch
 
 from localneuron import _C
+from localneuron.runtime import trace_events
 
 
-def launcher(compiled, on_device: tuple[bool, ...], device_index: int):
+def launcher(compiled, on_device: tuple[bool, ...], device_index: int, estimated_seconds: float, name: str):
     """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`."""
 
     def run(args: list) -> list:
+        if trace_events.recording():
+            start = trace_events.now_ns()
+            outputs = run_untraced(args)
+            trace_events.record("graph", name, device_index, start, estimated_seconds)
+            return outputs
+        return run_untraced(args)
+
+    def run_untraced(args: list) -> list:
         inputs = {}
         host_args = []
         for a in args:

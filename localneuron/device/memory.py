@@ -1,4 +1,7 @@
 """Device memory statistics and control (torch.neuron.memory_* and torch_neuronx.memory_*)."""
+import pickle
+import sys
+
 from localneuron import _C
 from localneuron.device.devices import device_index
 
@@ -125,3 +128,34 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
         lines.append(f"| {'Out-of-memory errors':<22}|{c['ooms']:>13}|{'':>13}|{'':>12}|{'':>11}|")
     lines.append(f"|{'=' * 75}|")
     return "\n".join(lines) + "\n"
+
+
+MEMORY_HISTORY_ENABLED = (None, "state", "all")
+MEMORY_HISTORY_STACKS = ("python", "all")
+
+
+def _record_memory_history(enabled="all", context="all", stacks="python", max_entries=sys.maxsize, device=None,
+                           clear_history=False) -> None:
+    """Records every device allocation and free with its Python stack, like
+    torch.cuda.memory._record_memory_history; _snapshot() / _dump_snapshot() give it to PyTorch's memory
+    visualiser (pytorch.org/memory_viz). enabled=None stops recording and drops the history."""
+    if enabled not in MEMORY_HISTORY_ENABLED:
+        raise ValueError(f"_record_memory_history(enabled={enabled!r}): expected one of {MEMORY_HISTORY_ENABLED}")
+    if stacks not in MEMORY_HISTORY_STACKS:
+        raise ValueError(f"_record_memory_history(stacks={stacks!r}): expected one of {MEMORY_HISTORY_STACKS} "
+                         "(C++ frames are not recorded on the neuron device; 'all' records the Python ones)")
+    if not isinstance(max_entries, int) or max_entries <= 0:
+        raise ValueError(f"_record_memory_history(max_entries={max_entries!r}): expected a positive integer")
+    if clear_history:
+        _C.record_memory_history(False, True, 1)
+    _C.record_memory_history(enabled is not None, context is not None, min(max_entries, sys.maxsize))
+
+
+def _snapshot(device=None) -> dict:
+    """The recorded history and the blocks it saw, in torch.cuda.memory._snapshot()'s format."""
+    return _C.memory_snapshot()
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)

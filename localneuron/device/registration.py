@@ -10,6 +10,7 @@ from localneuron.ops import policy
 from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS
 from localneuron.ops.whole_ops import route_whole_ops
+from localneuron.runtime import host_syncs
 from localneuron.runtime.config import device_config
 
 _registered = False
@@ -31,6 +32,7 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_executor_callbacks(policy.on_miss, policy.run_python, policy.on_device_failure)
     _C.install_executor()
+    _C.set_host_sync_observer(host_syncs.observe)
     route_whole_ops()
     register_decompositions(DECOMPOSITIONS)
     os.register_at_fork(after_in_child=neuron_module._mark_forked_child)

@@ -19,6 +19,7 @@ from localneuron import _C
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
+from localneuron.runtime import trace_events
 from localneuron.runtime.environment import read
 
 
@@ -198,8 +199,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         if self._ranks_must_agree:
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
         flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
-        stats.record_issue(kind, max(_nbytes(flat_outputs), _nbytes(flat_inputs)))
+        nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
+        stats.record_issue(kind, nbytes)
+        traced_from = trace_events.now_ns() if trace_events.recording() else None
         works = start()
+        if traced_from is not None:
+            trace_events.record("collective", kind, _device_index(flat_outputs + flat_inputs), traced_from,
+                                bytes=nbytes, ranks=self.size())
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
                           self._where)
         if self._coalesced is not None:
@@ -216,3 +222,7 @@ def _host(x):
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.nbytes for t in tensors)
+
+
+def _device_index(tensors: list[torch.Tensor]) -> int:
+    return next((t.device.index for t in tensors if t.device.type == "neuron"), _C.current_device())

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from localneuron.runtime import trace_events
+
 from .dtypes import as_dtype
 from .kernel import KERNELS, HostArray, Kernel, Launch, execute
 
@@ -82,7 +84,11 @@ def _call_on_host(launch, args, kwargs):
         execution = execute(launch.kernel, launch.grid, host_args, host_kwargs, numerics=False, record=False)
     else:
         with torch.profiler.record_function(f"nki::{launch.kernel.__name__}"):
+            start = trace_events.now_ns() if trace_events.recording() else None
             execution = execute(launch.kernel, launch.grid, host_args, host_kwargs)
+            if start is not None:
+                trace_events.record("nki", launch.kernel.__name__, device.index, start,
+                                    execution.report.latency_ns * 1e-9, source="cycle model")
         _write_back(execution, args, kwargs)
     return execution.outputs_as(lambda host: _to_tensor(host, device, symbolic))
 

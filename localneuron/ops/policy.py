@@ -10,7 +10,7 @@ import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
-from localneuron.runtime import cost_model
+from localneuron.runtime import call_sites, cost_model
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
@@ -56,6 +56,8 @@ def on_miss(op, args, kwargs):
         # float64 must really be computed in float32 (downcast.py)
         kind = tracking.NATIVE_32BIT
         route = PYTHON if arguments.uses_float64(args, kwargs) else DEVICE_WRAP_INT64
+        if route == DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
+            call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
         _warn_64bit(args, kwargs)
     else:
         kind, route = tracking.NATIVE, DEVICE
@@ -117,11 +119,14 @@ def _warn_64bit(args, kwargs) -> None:
 def run_python(executable_id, op, args, kwargs):
     e = tracking.executable(executable_id)
     if e.kind == tracking.FALLBACK:
+        call_sites.record(call_sites.CPU_FALLBACK, e.op)
         _warn_fallback(e.op)
         return fallback.run_on_host(op, args, kwargs)
     fix = _host_kernel_fixes.get(executable_id)
     if fix is not None:
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
+    if not _called_by_tensor_printing():
+        call_sites.record(call_sites.SIXTY_FOUR_BIT, e.op)
     _warn_64bit(args, kwargs)
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 
@@ -135,6 +140,7 @@ def on_device_failure(executable_id, op, args, kwargs, message):
             f"Neuron (last implementation: localneuron device executor). Details: {message}. "
             f"Args: [{_describe(args, {})}]. Kwargs: {sorted(kwargs)}")
     result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
+    call_sites.record(call_sites.CPU_FALLBACK, name)
     tracking.mark_fallback(executable_id)
     _warn_fallback(name)
     return result

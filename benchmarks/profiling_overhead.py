@@ -1,0 +1,142 @@
+"""What observing a run costs on the example GPT (examples/train_gpt.py), as ratios measured in one run:
+
+- the report's source attribution (always on: call sites of fallbacks, 64-bit routes, recompiles, host
+  syncs), against the same steps with it switched off (target: at most 5% of step time);
+- torch.profiler with every neuron layer (framework ops with shapes, runtime events, the estimated
+  device timeline), around the same steps including the profiler's stop and trace building, against
+  no profiler (target: at most 1.5x); with Python stacks (with_stack=True) as well, for reference.
+
+Run by hand: `python benchmarks/profiling_overhead.py`. Steps alternate between the variants and each
+variant keeps its best sample, so drift on a shared machine hits all of them alike. Because a few
+percent is within that noise, the attribution's cost is also measured directly: the time spent inside
+its hooks during the steps.
+"""
+import argparse
+import importlib.util
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+from localneuron import _C
+from localneuron.runtime import call_sites, host_syncs
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("train_gpt", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_steps(gpt, batch: int):
+    torch.manual_seed(0)
+    model = gpt.GPT().to("neuron")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    batches = [(x.to("neuron"), y.to("neuron")) for x, y in gpt.synthetic_batches(8, batch, 64, 256)]
+
+    def steps(n: int) -> None:
+        for i in range(n):
+            x, y = batches[i % len(batches)]
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss.item()
+
+    return steps
+
+
+class attribution_off:
+    def __enter__(self):
+        self.record = call_sites.record
+        call_sites.record = lambda *a, **k: None
+        _C.set_host_sync_observer(None)
+
+    def __exit__(self, *exc):
+        call_sites.record = self.record
+        _C.set_host_sync_observer(host_syncs.observe)
+
+
+class hooks_timed:
+    """Attribution on, with the time spent inside its hooks added up."""
+    seconds = 0.0
+
+    def __enter__(self):
+        self.record = call_sites.record
+        self.observing = False
+
+        def record(category, what, site=None, count=1):
+            start = time.perf_counter()
+            self.record(category, what, site or call_sites.user_site(sys._getframe(1)), count)
+            if not self.observing:  # a sync's record is inside observe(), already timed
+                hooks_timed.seconds += time.perf_counter() - start
+
+        def observe(kind):
+            start = time.perf_counter()
+            self.observing = True
+            host_syncs.observe(kind)
+            self.observing = False
+            hooks_timed.seconds += time.perf_counter() - start
+
+        call_sites.record = record
+        _C.set_host_sync_observer(observe)
+
+    def __exit__(self, *exc):
+        call_sites.record = self.record
+        _C.set_host_sync_observer(host_syncs.observe)
+
+
+def timed(steps, n: int, context) -> float:
+    start = time.perf_counter()
+    with context():
+        steps(n)
+    return (time.perf_counter() - start) / n
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5, help="steps per sample")
+    parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args()
+    steps = make_steps(load_example(), args.batch)
+    steps(3)  # warm-up: every executable compiled
+    variants = {
+        "attribution on (default)": nullcontext,
+        "attribution off": attribution_off,
+        "torch.profiler, all neuron layers": lambda: profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True),
+        "torch.profiler, all layers + with_stack": lambda: profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], record_shapes=True, with_stack=True),
+    }
+    samples = {name: [] for name in variants}
+    for _ in range(args.samples):
+        for name, context in variants.items():
+            samples[name].append(timed(steps, args.steps, context))
+    best = {name: min(s) for name, s in samples.items()}
+    base = best["attribution on (default)"]
+    print(f"example GPT step ({args.batch} sequences of 64 tokens), best of {args.samples} samples of "
+          f"{args.steps} steps:")
+    for name, seconds in best.items():
+        print(f"  {name:<42} {seconds * 1e3:8.2f} ms/step  {seconds / base:5.2f}x")
+    off = best["attribution off"]
+    print(f"source attribution, step time on vs off: {100 * (base - off) / off:+.1f}% (target <= 5%)")
+    hooks_timed.seconds = 0.0
+    inside = timed(steps, args.steps * args.samples, hooks_timed)
+    per_step = hooks_timed.seconds / (args.steps * args.samples)
+    print(f"source attribution, time inside its hooks: {per_step * 1e3:.3f} ms/step = "
+          f"{100 * per_step / inside:.2f}% of step time")
+    print(f"profiling overhead: {best['torch.profiler, all neuron layers'] / base:.2f}x (target <= 1.5x); "
+          f"with stacks {best['torch.profiler, all layers + with_stack'] / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Progress of long compiles on a terminal: while a graph compiles for longer than a moment, one status
+line on stderr says which graph, how long so far and how many graphs are done. Silent when stderr is
+not a terminal (logs, CI) or LOCALNEURON_COMPILE_PROGRESS=0."""
+import contextlib
+import os
+import sys
+import threading
+import time
+
+PROGRESS_ENV = "LOCALNEURON_COMPILE_PROGRESS"
+SHOW_AFTER_S = 2.0  # compiles shorter than this print nothing
+REFRESH_S = 0.5
+
+_done = 0
+_lock = threading.Lock()
+
+
+def _wanted() -> bool:
+    setting = os.environ.get(PROGRESS_ENV, "auto").strip().lower()
+    if setting in ("0", "false", "off"):
+        return False
+    return setting in ("1", "true", "on") or sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def compiling(graph: str):
+    global _done
+    if not _wanted():
+        yield
+        with _lock:
+            _done += 1
+        return
+    stop = threading.Event()
+    start = time.monotonic()
+    shown = threading.Event()
+
+    def report():
+        if stop.wait(SHOW_AFTER_S):
+            return
+        while True:
+            sys.stderr.write(f"\r[Neuron] compiling {graph}: {time.monotonic() - start:5.1f} s "
+                             f"({_done} graphs compiled, this one pending)")
+            sys.stderr.flush()
+            shown.set()
+            if stop.wait(REFRESH_S):
+                return
+
+    thread = threading.Thread(target=report, name="neuron-compile-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        with _lock:
+            _done += 1
+        if shown.is_set():
+            sys.stderr.write(f"\r[Neuron] compiled {graph} in {time.monotonic() - start:.1f} s ({_done} graphs "
+                             "compiled)\n")
+            sys.stderr.flush()

@@ -1,0 +1,71 @@
+"""The simulated device clock: lays estimated device work on the tracks of each NeuronCore.
+
+The host issues work at the time it ran it; the device starts it when it is issued and its engine
+is free. Executables of one core run one after another (an eager executable owns the core), whatever
+engine does their main work; copies to the device run on the DMA queue and the next executable waits
+for them; copies back to the host wait for the core to finish what it was given; collectives run on
+their own queue and overlap the core's compute. So a step shows queueing, idle gaps where the host
+is the bottleneck, and collectives overlapping compute where the program issues them asynchronously.
+"""
+from dataclasses import dataclass, field
+
+from localneuron.profiler import engines
+
+
+@dataclass
+class DeviceSpan:
+    core: int
+    track: str
+    name: str
+    start_ns: int
+    end_ns: int
+    correlation: int
+    details: dict = field(default_factory=dict)
+    flow: int = 0  # the runtime -> device arrow that ends here
+
+
+@dataclass
+class _Core:
+    compute_free: int = 0
+    dma_free: int = 0
+    inbound_done: int = 0     # end of the latest copy to the device
+    collectives_free: int = 0
+
+
+class DeviceClock:
+    def __init__(self):
+        self._cores: dict[int, _Core] = {}
+        self.spans: list[DeviceSpan] = []
+
+    def _core(self, core: int) -> _Core:
+        return self._cores.setdefault(core, _Core())
+
+    def _place(self, core: int, track: str, name: str, start: int, seconds: float, correlation: int,
+               details: dict, flow: int) -> int:
+        end = start + max(1, round(seconds * 1e9))
+        self.spans.append(DeviceSpan(core, track, name, start, end, correlation, details, flow))
+        return end
+
+    def compute(self, core: int, op: str, issued: int, seconds: float, correlation: int, details: dict,
+                flow: int = 0) -> None:
+        c = self._core(core)
+        start = max(issued, c.compute_free, c.inbound_done)
+        c.compute_free = self._place(core, engines.engine_of(op), op, start, seconds, correlation, details, flow)
+
+    def copy_in(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
+                flow: int = 0) -> None:
+        c = self._core(core)
+        c.dma_free = self._place(core, engines.DMA, name, max(issued, c.dma_free), seconds, correlation, details, flow)
+        c.inbound_done = c.dma_free
+
+    def copy_out(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
+                flow: int = 0) -> None:
+        c = self._core(core)
+        start = max(issued, c.dma_free, c.compute_free)
+        c.dma_free = self._place(core, engines.DMA, name, start, seconds, correlation, details, flow)
+
+    def collective(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
+                flow: int = 0) -> None:
+        c = self._core(core)
+        start = max(issued, c.collectives_free, c.compute_free)
+        c.collectives_free = self._place(core, engines.COLLECTIVES, name, start, seconds, correlation, details, flow)

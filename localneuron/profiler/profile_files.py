@@ -1,0 +1,157 @@
+"""The profile directory TorchNeuron's profiler writes (contract §12.2), in open formats:
+
+    <output>/<instance>_pid_<pid>/<timestamp>/
+        trace.json                       framework trace (torch.profiler's Chrome trace), when given
+        system_profile.json              runtime and hardware layers, Chrome trace JSON (Perfetto opens it);
+                                         replaces ntrace.pb + trace_info.pb
+        device_profile_model_<id>.json   one per executable: its runs on the engine tracks; replaces
+                                         neff_<hash>_vnc_<n>.neff + profile_nc_<n>_session_<k>.ntff
+        summary.json                     per step: estimated MFU, HFU, MBU, device time (estimates)
+        ops.csv                          per op: calls, host time, estimated device time, route
+        cpu_util.json                    CPU_UTIL mode; replaces cpu_util.pb
+        host_mem.json                    HOST_MEMORY mode; replaces host_mem.pb
+"""
+import csv
+import json
+import os
+import socket
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from localneuron import _C
+from localneuron.profiler import engines, kineto_bridge, step_metrics
+
+FORMATS = {
+    "system_profile.json": "Chrome trace event JSON (ui.perfetto.dev, chrome://tracing) instead of ntrace.pb/trace_info.pb",
+    "device_profile_model_<id>.json": "Chrome trace event JSON per executable instead of NEFF + NTFF",
+    "summary.json": "JSON; every time in it is an estimate of the simulated device",
+    "ops.csv": "CSV (Parquet needs a heavy dependency)",
+    "cpu_util.json": "JSON instead of cpu_util.pb",
+    "host_mem.json": "JSON instead of host_mem.pb",
+}
+
+
+def directory_for(output_dir: str) -> Path:
+    instance = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname()) or "localhost"
+    stamp = time.strftime("%Y%m%d_%H%M%S") + f"_{time.time_ns() % 1_000_000_000:09d}"
+    path = Path(output_dir) / f"{instance}_pid_{os.getpid()}" / stamp
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def _us(ns: int) -> float:
+    return ns / 1000.0
+
+
+def _chrome_events(trace, spans, with_runtime: bool) -> list[dict]:
+    events = []
+    cores = sorted({s.core for s in spans})
+    for core in cores:
+        pid = kineto_bridge.hw_pid(core)
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"neuron_hw NC{core}"}})
+        for i, track in enumerate(engines.TRACKS):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": i, "args": {"name": track}})
+    flows = {s.flow for s in spans if s.flow}
+    if with_runtime:
+        for (_, name, pid, tid, start, end, corr, meta, flow, _) in trace.runtime:
+            events.append({"ph": "X", "cat": "neuron_rt", "name": name, "pid": pid, "tid": tid, "ts": _us(start),
+                           "dur": _us(end - start), "args": {k: json.loads(v) for k, v in meta.items()}})
+            if flow in flows:
+                events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": pid, "tid": tid,
+                               "ts": _us(start)})
+    runtime_flows = {a[8] for a in trace.runtime} if with_runtime else set()
+    track_id = {t: i for i, t in enumerate(engines.TRACKS)}
+    for s in sorted(spans, key=lambda s: (s.core, track_id[s.track], s.start_ns)):
+        pid, tid = kineto_bridge.hw_pid(s.core), track_id[s.track]
+        events.append({"ph": "X", "cat": "neuron_hw", "name": s.name, "pid": pid, "tid": tid, "ts": _us(s.start_ns),
+                       "dur": _us(s.end_ns - s.start_ns), "args": s.details})
+        if s.flow and s.flow in runtime_flows:
+            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": s.flow, "pid": pid, "tid": tid,
+                           "ts": _us(s.start_ns), "bp": "e"})
+    return events
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def _step_windows(step_starts_ns: list[int], trace) -> list[tuple[str, int, int]]:
+    if not step_starts_ns:
+        return [("trace", trace.start_ns, max(trace.end_ns, max((s.end_ns for s in trace.spans), default=0)))]
+    bounds = sorted(step_starts_ns) + [max(trace.end_ns, max((s.end_ns for s in trace.spans), default=0))]
+    return [(f"step {i}", bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def _summary(trace, step_starts_ns) -> dict:
+    steps = []
+    for name, start, end in _step_windows(step_starts_ns, trace):
+        spans = [s for s in trace.spans if start <= s.start_ns < end]
+        window = (max(s.end_ns for s in spans) - min(s.start_ns for s in spans)) * 1e-9 if spans else 0.0
+        busy = defaultdict(float)
+        for s in spans:
+            busy[s.track] += (s.end_ns - s.start_ns) * 1e-9
+        steps.append({"step": name, **step_metrics.utilisation(spans, window),
+                      "engine_busy_seconds": dict(busy)})
+    return {"estimates": "every device time, FLOP rate and utilisation here comes from the cost model of the "
+                         "simulated target, not from a measurement", "formats": FORMATS, "steps": steps}
+
+
+def _ops_rows(trace) -> list[dict]:
+    rows: dict = {}
+    for (_, name, _pid, _tid, start, end, _corr, meta, _flow, _) in trace.runtime:
+        if "op" not in meta or name == "neuron_rt::compile":
+            continue
+        op = json.loads(meta["op"])
+        row = rows.setdefault(op, {"op": op, "calls": 0, "host_us": 0.0, "estimated_device_us": 0.0,
+                                   "route": json.loads(meta.get("route", '""'))})
+        row["calls"] += 1
+        row["host_us"] += _us(end - start)
+    for s in trace.spans:
+        op = s.details.get("op")
+        if op in rows:
+            rows[op]["estimated_device_us"] += _us(s.end_ns - s.start_ns)
+    return sorted(rows.values(), key=lambda r: -r["estimated_device_us"])
+
+
+def _host_memory() -> dict:
+    status = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "VmSize"):
+                status[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass  # not Linux: the device counters below still say what the device held
+    devices = {f"neuron:{d}": _C.memory_counters(d) for d in range(_C.device_count())}
+    return {"host_bytes": status, "device": devices}
+
+
+def write(output_dir: str, trace, framework_trace=None, step_starts_ns=(), cpu_util: dict | None = None) -> Path:
+    """Writes one profile directory for `trace` (kineto_bridge.LastTrace); returns its path."""
+    path = directory_for(output_dir)
+    modes = trace.config.modes
+    if framework_trace is not None:
+        framework_trace(str(path / "trace.json"))
+    if "RUNTIME" in modes:  # the system profile: runtime layer, with the hardware layer when DEVICE is on
+        _write_json(path / "system_profile.json",
+                    {"traceEvents": _chrome_events(trace, trace.spans, True), "displayTimeUnit": "ns"})
+    if "DEVICE" in modes:
+        by_executable = defaultdict(list)
+        for s in trace.spans:
+            by_executable[s.details.get("executable", s.name)].append(s)
+        for key, spans in by_executable.items():
+            safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(key))
+            _write_json(path / f"device_profile_model_{safe}.json",
+                        {"traceEvents": _chrome_events(trace, spans, False), "displayTimeUnit": "ns"})
+    _write_json(path / "summary.json", _summary(trace, list(step_starts_ns)))
+    rows = _ops_rows(trace)
+    with open(path / "ops.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["op", "calls", "host_us", "estimated_device_us", "route"])
+        writer.writeheader()
+        writer.writerows(rows)
+    if "CPU_UTIL" in modes:
+        _write_json(path / "cpu_util.json", cpu_util or {})
+    if "HOST_MEMORY" in modes:
+        _write_json(path / "host_mem.json", _host_memory())
+    return path

@@ -1,0 +1,49 @@
+"""Device work that Python issues (compiled-graph launches, collectives, NKI kernels), noted while a
+torch.profiler trace with ProfilerActivity.PrivateUse1 records, so that the trace shows it next to
+the eager executables the C++ executor notes. Nothing is kept when no trace records."""
+import threading
+from dataclasses import dataclass, field
+
+from localneuron import _C
+
+
+@dataclass
+class PythonWork:
+    kind: str                 # "graph" | "collective" | "nki"
+    name: str
+    device: int
+    start_ns: int
+    end_ns: int
+    estimated_seconds: float | None  # on the simulated device; None: the profiler prices it
+    correlation: int          # the framework op (or user scope) it ran in
+    thread: int
+    details: dict = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_work: list[PythonWork] = []
+
+
+def recording() -> bool:
+    return _C.trace_recording()
+
+
+def now_ns() -> int:
+    return _C.trace_clock_ns()
+
+
+def record(kind: str, name: str, device: int, start_ns: int, estimated_seconds: float | None = None,
+           **details) -> None:
+    """Note work that started at start_ns (trace clock) and ends now; callers check recording() first."""
+    work = PythonWork(kind, name, device, start_ns, _C.trace_clock_ns(), estimated_seconds,
+                      _C.current_correlation_id(), threading.get_native_id(), details)
+    with _lock:
+        _work.append(work)
+
+
+def take() -> list[PythonWork]:
+    with _lock:
+        taken = list(_work)
+        _work.clear()
+    return taken
+
