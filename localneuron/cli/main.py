@@ -1,4 +1,4 @@
-"""localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]]"""
+"""localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]] | localneuron estimate ..."""
 import argparse
 import fnmatch
 import json
@@ -45,6 +45,8 @@ def _exit_status(exit_: SystemExit) -> int:
         return exit_.code
     print(exit_.code, file=sys.stderr)
     return 1
+
+from localneuron.cli import estimate
 
 
 def _run(args) -> int:
@@ -146,6 +148,7 @@ def main(argv=None) -> int:
     info.add_argument("--ops", nargs="?", const="*", metavar="PATTERN",
                       help="print the op records (support rule, how it runs...) of the ops matching PATTERN")
     info.set_defaults(handler=_info)
+    estimate.add_parser(commands)
     args = parser.parse_args(argv)
     return args.handler(args)
 

@@ -16,9 +16,11 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from localneuron import _C
+from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
+from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
 
@@ -198,7 +200,8 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         if self._ranks_must_agree:
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
         flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
-        stats.record_issue(kind, max(_nbytes(flat_outputs), _nbytes(flat_inputs)))
+        nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
+        stats.record_issue(kind, nbytes, c10d_seconds(selected_target(), kind, nbytes, self._size))
         works = start()
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
                           self._where)
