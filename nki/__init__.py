@@ -2,5 +2,5 @@
 import torch  # noqa: F401  (localneuron's C++ core links against torch's libraries, so load them first)
 
 from localneuron.nki import *  # noqa: F401,F403
-from localneuron.nki import __all__, __getattr__  # noqa: F401  (nki.nki_op / nki.wrap_nki load lazily)
+from localneuron.nki import __all__  # noqa: F401
 from . import isa, language  # noqa: F401

@@ -34,7 +34,8 @@ def test_run_prints_the_portability_report_and_writes_json(tmp_path):
     assert "aten::mm" in r.stdout and "CPU FALLBACKS" in r.stdout and "aten::linalg_qr" in r.stdout
     assert "64-bit tensors computed in 32-bit" in r.stdout
     assert "Peak device memory on neuron:0" in r.stdout and "Executable cache:" in r.stdout
-    assert "Estimated NeuronCore time of the eager ops (roofline estimate, not a measurement)" in r.stdout
+    assert "Estimated device time (cost model, not a measurement): eager " in r.stdout
+    assert ", as compiled graphs " in r.stdout
     data = json.loads(out.read_text())
     assert data["native_ops"]["aten::mm"] == 3
     assert data["cpu_fallback_ops"] == {"aten::linalg_qr": 1}
@@ -43,6 +44,8 @@ def test_run_prints_the_portability_report_and_writes_json(tmp_path):
     assert data["memory"][0]["capacity_bytes"] == 24 * 2**30
     assert data["executable_cache"]["hits"] >= 4 and data["executable_cache"]["misses"] >= 3
     assert data["estimated_device_seconds_by_op"]["aten::mm"] > 0
+    device = data["estimated_device_seconds"]
+    assert 0 < device["as_compiled_graphs"] < device["total"]  # compiling saves launches and HBM round trips
 
 
 def test_run_passes_the_script_exit_status_and_still_reports(tmp_path):

@@ -1,4 +1,4 @@
-"""localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]]"""
+"""localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]] | localneuron estimate ..."""
 import argparse
 import fnmatch
 import json
@@ -7,6 +7,8 @@ import runpy
 import sys
 import tempfile
 import traceback
+
+from localneuron.cli import estimate
 
 
 def _report_target_problem(path: str) -> str | None:
@@ -37,7 +39,6 @@ def _exit_status(exit_: SystemExit) -> int:
         return exit_.code
     print(exit_.code, file=sys.stderr)
     return 1
-
 
 STRICT_FAILURE = 3  # exit status of `localneuron run --strict` when the run itself succeeded
 
@@ -222,6 +223,7 @@ def main(argv=None) -> int:
     info.add_argument("--ops", nargs="?", const="*", metavar="PATTERN",
                       help="print the op records (support rule, how it runs...) of the ops matching PATTERN")
     info.set_defaults(handler=_info)
+    estimate.add_parser(commands)
     argv = list(sys.argv[1:] if argv is None else argv)
     module_args = _split_module_args(argv)
     args = parser.parse_args(argv)

@@ -43,6 +43,7 @@ def collect() -> dict:
         "view_ops": dict(counts[tracking.VIEW].most_common()),
         "native_ops_not_in_support_table": tracking.unlisted_native_ops(),
         "estimated_device_seconds_by_op": tracking.estimated_device_seconds(),
+        "estimated_compiled_seconds_of_eager_ops": tracking.estimated_compiled_seconds(),
         "memory": memory,
         "executable_cache": {"hits": hits, "misses": misses, "executables": executables},
         "cross_device_errors": dict(_C.cross_device_errors()),
@@ -51,7 +52,22 @@ def collect() -> dict:
     }
     for name, module in _used_layers():
         data[name] = module.collect()
+    data["estimated_device_seconds"] = _device_time(data)
     return data
+
+
+def _device_time(data: dict) -> dict:
+    """The run's estimated NeuronCore time by where it goes, and what compiling the eager ops would give."""
+    eager = sum(data["estimated_device_seconds_by_op"].values())
+    parts = {
+        "compiled_graphs": sum(g["estimated_seconds"]
+                               for g in data.get("compile", {}).get("estimated_device_seconds_by_graph", {}).values()),
+        "collectives": data.get("distributed", {}).get("total", {}).get("estimated_seconds", 0.0),
+        "nki_kernels": data.get("nki", {}).get("estimated_ns", 0.0) * 1e-9,
+    }
+    rest = sum(parts.values())
+    return {"eager_ops": eager, **parts, "total": eager + rest,
+            "as_compiled_graphs": data["estimated_compiled_seconds_of_eager_ops"] + rest}
 
 
 def _bytes(n: int) -> str:
@@ -86,12 +102,17 @@ def render(data: dict) -> str:
     cross = data["cross_device_errors"]
     if cross:
         lines += _op_lines("OPERANDS ON TWO NEURONCORES (raised, as CUDA does for two GPUs)", cross)
+    device = data["estimated_device_seconds"]
+    if device["total"]:
+        shared = ", ".join(f"{name.replace('_', ' ')} {device[name] * 1e3:.2f} ms"
+                           for name in ("compiled_graphs", "collectives", "nki_kernels") if device[name])
+        lines.append(f"Estimated device time (cost model, not a measurement): eager {device['total'] * 1e3:.2f} ms, "
+                     f"as compiled graphs {device['as_compiled_graphs'] * 1e3:.2f} ms"
+                     + (f" (both include {shared})" if shared else ""))
     estimates = data["estimated_device_seconds_by_op"]
     if estimates:
-        total = sum(estimates.values())
         top = ", ".join(f"{op} {seconds * 1e3:.2f} ms" for op, seconds in list(estimates.items())[:5])
-        lines.append(f"Estimated NeuronCore time of the eager ops (roofline estimate, not a measurement): "
-                     f"{total * 1e3:.2f} ms; most: {top}")
+        lines.append(f"    eager ops: {device['eager_ops'] * 1e3:.2f} ms; most: {top}")
     for m in data["memory"]:
         share = 100.0 * m["peak_reserved_bytes"] / m["capacity_bytes"]
         lines.append(f"Peak device memory on {m['device']}: {_bytes(m['peak_allocated_bytes'])} allocated, "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch._guards import TracingContext
 
-from localneuron.compiler import metrics, partition, progress
+from localneuron.compiler import device_time, metrics, partition, progress
 from localneuron.compiler.errors import fullgraph_eager_op
 from localneuron.compiler.host_compile import DISABLED, HIT, MISS, compile_host
 from localneuron.compiler.settings import CompileSettings
@@ -43,8 +43,10 @@ def compiler_for(graph: DynamoGraph, kind: str):
             else:
                 executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
                 run, statuses = executable.run, [executable.cache]
+        name = f"{graph.name}_{kind}"
+        run = device_time.register(name, gm, run)
         metrics.record_graph(metrics.NeuronCompilationMetrics(
-            graph=f"{graph.name}_{kind}", model_name=graph.settings.model_name, frame=graph.frame,
+            graph=name, model_name=graph.settings.model_name, frame=graph.frame,
             compile_id=graph.compile_id, kind=kind,
             node_count=sum(n.op == "call_function" for n in gm.graph.nodes),
             compile_time_s=time.perf_counter() - start, cache=_overall(statuses),

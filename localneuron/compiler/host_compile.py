@@ -17,7 +17,7 @@ import torch
 from torch._inductor import config as inductor_config
 
 import localneuron
-from localneuron.compiler import artifacts, graph_cost, host_graph, inductor, launch
+from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch
 from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.runtime.config import selected_target
@@ -90,7 +90,7 @@ def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> 
 def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
                  settings: CompileSettings) -> HostExecutable:
     start = time.perf_counter()
-    estimate = graph_cost.estimated_seconds(gm)
+    estimate = device_time.graph_seconds(gm)
     on_device = host_graph.output_on_device(gm)
     gm = host_graph.rewrite_devices(gm)
     host_inputs = host_graph.host_inputs(example_inputs)

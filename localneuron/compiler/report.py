@@ -5,7 +5,7 @@ Only metrics.py is imported here, so a report on a run that compiled nothing doe
 import sys
 from collections import Counter
 
-from localneuron.compiler import metrics
+from localneuron.compiler import device_time, metrics
 
 
 def _graph_breaks() -> dict[str, int]:
@@ -32,6 +32,7 @@ def collect() -> dict:
         "eager_op_splits": dict(splits.most_common()),
         "recompiles": [{"frame": f.name, **r} for f in metrics.frames().values() for r in f.recompiles],
         "failures": metrics.failures(),
+        "estimated_device_seconds_by_graph": device_time.estimated_seconds(),
         "graphs": [{"graph": g.graph, "kind": g.kind, "frame": g.frame, "nodes": g.node_count,
                     "compile_time_s": round(g.compile_time_s, 3), "cache": g.cache, "pieces": g.pieces}
                    for g in graphs],
@@ -58,6 +59,12 @@ def render(data: dict) -> list[str]:
                  else "Recompiles: none")
     for r in recompiles:
         lines.append(f"    {r['frame']} [{r['compile_id']}]: {r['reason']}")
+    estimates = data["estimated_device_seconds_by_graph"]
+    if estimates:
+        total = sum(g["estimated_seconds"] for g in estimates.values())
+        calls = sum(g["calls"] for g in estimates.values())
+        lines.append(f"Estimated NeuronCore time of the compiled graphs (cost model, not a measurement): "
+                     f"{total * 1e3:.2f} ms over {calls} calls")
     for f in data["failures"]:
         lines.append(f"COMPILE FAILURE in {f['frame']}: {f['error']}"
                      + (" (ran eagerly instead)" if f["ran_eagerly"] else ""))

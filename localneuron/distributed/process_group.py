@@ -16,10 +16,12 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from localneuron import _C
+from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
 from localneuron.runtime import trace_events
+from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
 
@@ -200,7 +202,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
         flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
         nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
-        stats.record_issue(kind, nbytes)
+        stats.record_issue(kind, nbytes, c10d_seconds(selected_target(), kind, nbytes, self._size))
         traced_from = trace_events.now_ns() if trace_events.recording() else None
         works = start()
         if traced_from is not None:

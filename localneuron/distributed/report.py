@@ -19,9 +19,11 @@ REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
 
 
 def collect() -> dict:
-    kinds = {kind: {"calls": s.calls, "bytes": s.bytes, "seconds": round(s.seconds, 6)}
+    kinds = {kind: {"calls": s.calls, "bytes": s.bytes, "seconds": round(s.seconds, 6),
+                    "estimated_seconds": s.estimated_seconds}
              for kind, s in sorted(stats.snapshot().items())}
-    total = {field: sum(k[field] for k in kinds.values()) for field in ("calls", "bytes", "seconds")}
+    total = {field: sum(k[field] for k in kinds.values())
+             for field in ("calls", "bytes", "seconds", "estimated_seconds")}
     return {"transport": "gloo", "collectives": kinds, "total": total}
 
 
@@ -30,7 +32,8 @@ def render(data: dict) -> list[str]:
     if not total["calls"]:
         return []  # the backend is loaded with every process; a run without collectives has nothing to say
     lines = [f"Collectives (neuron process groups, {data['transport']} transport): {total['calls']} calls, "
-             f"{_size(total['bytes'])}, {total['seconds']:.3f} s"]
+             f"{_size(total['bytes'])}, {total['seconds']:.3f} s here; estimated on Trainium "
+             f"{total['estimated_seconds'] * 1e3:.2f} ms (cost model)"]
     width = max(len(kind) for kind in data["collectives"])
     for kind, s in data["collectives"].items():
         lines.append(f"  {kind:<{width}}  {s['calls']:>6} calls  {_size(s['bytes']):>10}  {s['seconds']:>9.3f} s")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import buffers, calls, targets
+from . import buffers, calls, generation
 from .cycle_model import KernelReport
 from .dtypes import as_dtype, precise_fp, to_storage
 from .errors import NkiUsageError
@@ -81,10 +81,13 @@ class Launch:
     def __getitem__(self, grid):
         return Launch(self.kernel, grid)
 
+    # Runs a launch whose arguments are torch tensors: installed by torch_integration, which the
+    # package always imports (so this module does not import it back).
+    with_tensors = None
+
     def __call__(self, *args, **kwargs):
         if _has_torch_tensor(args, kwargs):
-            from .torch_integration import call_with_tensors
-            return call_with_tensors(self, args, kwargs)
+            return Launch.with_tensors(self, args, kwargs)
         execution = execute(self.kernel, self.grid, args, kwargs)
         execution.write_back_numpy(args, kwargs)
         return execution.outputs_as(lambda host: host.data)
@@ -172,7 +175,7 @@ def _grid_shape(grid):
 
 
 def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=False):
-    target = targets.current()
+    target = generation.current()
     precise = precise_fp()
     bound = _bind(kernel, args, kwargs)
     argument_names = list(bound.arguments)

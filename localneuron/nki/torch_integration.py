@@ -73,6 +73,9 @@ def call_with_tensors(launch, args, kwargs):
     return _call_on_host(launch, args, kwargs)
 
 
+Launch.with_tensors = staticmethod(call_with_tensors)
+
+
 def _call_on_host(launch, args, kwargs):
     tensors = [a for a in list(args) + list(kwargs.values()) if _is_tensor(a)]
     symbolic = any(_is_symbolic(t) for t in tensors)

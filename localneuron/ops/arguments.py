@@ -9,13 +9,14 @@ from localneuron.ops.op_records import UNMARKED_WRITES
 SIXTY_FOUR_BIT = (torch.float64, torch.int64)
 
 
-def neuron_tensors(args, kwargs) -> list[torch.Tensor]:
+def neuron_tensors(args, kwargs, device_type: str = "neuron") -> list[torch.Tensor]:
+    """The device's tensors among the arguments (`localneuron estimate` traces on "meta" tensors)."""
     flat, _ = tree_flatten((args, kwargs))
-    return [x for x in flat if isinstance(x, torch.Tensor) and x.device.type == "neuron"]
+    return [x for x in flat if isinstance(x, torch.Tensor) and x.device.type == device_type]
 
 
-def dtypes_of(args, kwargs) -> set[str]:
-    return {str(t.dtype).removeprefix("torch.") for t in neuron_tensors(args, kwargs)}
+def dtypes_of(args, kwargs, device_type: str = "neuron") -> set[str]:
+    return {str(t.dtype).removeprefix("torch.") for t in neuron_tensors(args, kwargs, device_type)}
 
 
 def returns_view(schema) -> bool:
@@ -64,10 +65,10 @@ def uses_float64(args, kwargs) -> bool:
     return uses_64bit(args, kwargs, ignore_int64=True)
 
 
-def uses_64bit(args, kwargs, ignore_int64: bool = False) -> bool:
+def uses_64bit(args, kwargs, ignore_int64: bool = False, device_type: str = "neuron") -> bool:
     wide = (torch.float64,) if ignore_int64 else SIXTY_FOUR_BIT
     flat, _ = tree_flatten((args, kwargs))
-    return any((isinstance(x, torch.Tensor) and x.device.type == "neuron" and x.dtype in wide)
+    return any((isinstance(x, torch.Tensor) and x.device.type == device_type and x.dtype in wide)
                or (isinstance(x, torch.dtype) and x in wide) for x in flat)
 
 

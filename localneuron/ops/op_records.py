@@ -19,7 +19,7 @@ record is native, run through PyTorch's dispatch, and reported as "not confirmed
     writes    arguments the op updates although its schema does not mark them written
     why       the reason, where the entry is special
 
-The estimated-time rule of an op lives in runtime/cost_model.py (the runtime layer is below this one).
+The estimated-time rule of an op lives in localneuron/costmodel (a layer below this one).
 """
 from dataclasses import dataclass
 from typing import Callable

@@ -10,7 +10,8 @@ import torch
 
 from localneuron.ops import arguments, downcast, fallback, support, tracking
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
-from localneuron.runtime import call_sites, cost_model
+from localneuron.costmodel.ops import eager_seconds, fused_seconds
+from localneuron.runtime import call_sites
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
@@ -30,47 +31,73 @@ def _describe(args, kwargs) -> str:
     return ", ".join(parts)
 
 
+def classify(op, args, kwargs, device_type: str = "neuron") -> tuple[str, bool]:
+    """(kind, listed): how TorchNeuron runs this call -- a view, a CPU fallback, native with 64-bit
+    tensors computed in 32 bits, or native. `localneuron estimate` asks the same question of fake tensors."""
+    schema = op._schema
+    name = schema.name
+    if name in UNSUPPORTED:
+        raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    arguments.check_memory_format(schema, args, kwargs)
+    rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs, device_type))
+    if arguments.returns_view(schema):
+        return tracking.VIEW, listed
+    if rule == CPU_FALLBACK:
+        return tracking.FALLBACK, listed
+    if arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS, device_type=device_type):
+        return tracking.NATIVE_32BIT, listed
+    return tracking.NATIVE, listed
+
+
 def on_miss(op, args, kwargs):
     schema = op._schema
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
     _check_host_kernel_exists(schema)
-    arguments.check_memory_format(schema, args, kwargs)
-    rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs))
+    kind, listed = classify(op, args, kwargs)
     fix = HOST_KERNEL_FIXES.get(name)
-    fix = fix if fix is not None and rule != CPU_FALLBACK and fix.applies(args, kwargs) else None
-    if arguments.returns_view(schema):
-        kind, route = tracking.VIEW, DEVICE
-    elif rule == CPU_FALLBACK:
+    fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
+    if kind == tracking.VIEW:
+        route = DEVICE
+    elif kind == tracking.FALLBACK:
         if read(FALLBACK_ERROR_VAR):
             raise RuntimeError(
                 f"{name} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
-        kind, route = tracking.FALLBACK, PYTHON
+        route = PYTHON
     elif fix is not None:
         kind, route = tracking.NATIVE, PYTHON
-    elif arguments.uses_64bit(args, kwargs, ignore_int64=name in INDEX_OPS):
+    elif kind == tracking.NATIVE_32BIT:
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
         # float64 must really be computed in float32 (downcast.py)
-        kind = tracking.NATIVE_32BIT
         route = PYTHON if arguments.uses_float64(args, kwargs) else DEVICE_WRAP_INT64
         if route == DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
             call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
         _warn_64bit(args, kwargs)
     else:
-        kind, route = tracking.NATIVE, DEVICE
-    cost = 0.0 if kind == tracking.VIEW else cost_model.estimate_seconds(
-        selected_target(), name, args, kwargs, on_host=kind == tracking.FALLBACK)
+        route = DEVICE
+    eager, compiled = (0.0, 0.0) if kind == tracking.VIEW else _estimated_seconds(
+        name, args, kwargs, kind == tracking.FALLBACK)
     executable_id = tracking.register(tracking.Executable(
         op=name, overload=schema.overload_name, kind=kind, listed=listed, signature=_describe(args, kwargs),
-        estimated_seconds=cost))
+        estimated_seconds=eager, estimated_compiled_seconds=compiled))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
     return route, executable_id
+
+
+def _estimated_seconds(name, args, kwargs, on_host: bool) -> tuple[float, float]:
+    """(eager, inside a compiled graph) per call on the simulated target; the result is about the size
+    of the largest operand (the op has not run yet)."""
+    tensors = arguments.neuron_tensors(args, kwargs)
+    largest = max(tensors, key=lambda t: t.numel(), default=None)
+    outputs = [largest] if largest is not None else []
+    target = selected_target()
+    return eager_seconds(target, name, tensors, outputs, on_host), fused_seconds(target, name, tensors, outputs, on_host)
 
 
 def _check_host_kernel_exists(schema) -> None:

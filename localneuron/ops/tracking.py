@@ -24,7 +24,8 @@ class Executable:
     kind: str
     listed: bool     # whether the support table names the op (False: assumed native)
     signature: str
-    estimated_seconds: float  # per call, on the simulated target (runtime/cost_model.py)
+    estimated_seconds: float  # per call, on the simulated target (localneuron/costmodel)
+    estimated_compiled_seconds: float  # per call, were it part of a compiled graph
 
 
 _lock = threading.Lock()
@@ -64,6 +65,12 @@ def estimated_device_seconds() -> dict[str, float]:
         e = _executables[executable_id]
         totals[e.op] += calls * e.estimated_seconds
     return dict(totals.most_common())
+
+
+def estimated_compiled_seconds() -> float:
+    """What the same eager calls would cost as parts of compiled graphs (no launches, intermediates in SBUF)."""
+    return sum(calls * _executables[executable_id].estimated_compiled_seconds
+               for executable_id, calls in _C.executable_calls())
 
 
 def unlisted_native_ops() -> list[str]:

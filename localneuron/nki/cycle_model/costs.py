@@ -2,25 +2,13 @@
 
 N is the number of elements per partition an instruction processes. Each function returns
 the instruction's initiation interval on its engine: the time the engine is busy, which is
-what bounds throughput on a deeply pipelined NeuronCore.
+what bounds throughput on a deeply pipelined NeuronCore. The rules the op/graph cost model also
+uses (TensorE tiles, the instruction floors) live in localneuron.costmodel.tiles.
 """
+from localneuron.costmodel.tiles import DEPENDENCY_LATENCY, GPSIMD_START, MIN_II, MM_INIT_LATENCY  # noqa: F401
+from localneuron.costmodel.tiles import matmul_instruction as matmul  # noqa: F401
 
-MIN_II = 64              # minimum initiation interval of Vector/Scalar instructions
-GPSIMD_START = 150       # GpSimd start-up cost per instruction
-MM_INIT_LATENCY = 64     # TensorE floor per MultiplyMoving
 ACCUMULATOR_READ = 64    # ScalarE ActReadAccumulator when a reduction result is written out
-# Extra time before a dependent instruction can consume a result (semaphore, access setup,
-# pipeline drain). 200 cycles makes dependent one-element ScalarE instructions issue every
-# 264 cycles = 189 ns on gen2, as measured in the NKI performance guide.
-DEPENDENCY_LATENCY = 200
-
-
-def matmul(moving_free, stationary_free, fp32_inputs, double_row=False):
-    # A LoadStationary runs in the background, so the pair costs the larger of the two.
-    cycles = max(min(MM_INIT_LATENCY, stationary_free), moving_free, MM_INIT_LATENCY)
-    if fp32_inputs:
-        cycles *= 4
-    return cycles
 
 
 def pe_transpose(partitions, free):

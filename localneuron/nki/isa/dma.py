@@ -4,7 +4,7 @@ import math
 from .. import buffers, checks
 from ..errors import require
 from ..run import current_run
-from ..targets import at_least
+from ..generation import at_least
 from .enums import dge_mode as dge_modes, oob_mode as oob_modes
 
 OP = "dma_copy"

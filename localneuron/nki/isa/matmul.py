@@ -5,7 +5,7 @@ from .. import buffers, checks
 from ..cycle_model import costs
 from ..errors import require
 from ..run import current_run
-from ..targets import at_least
+from ..generation import at_least
 from .common import as_matrix, issue, pick_engine
 from .enums import matmul_perf_mode
 

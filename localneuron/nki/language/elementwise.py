@@ -7,6 +7,8 @@ compiler does: equal shapes -> tensor_tensor, a number or a [P, 1] column -> ten
 import numpy as np
 
 from .. import buffers, isa
+from ..activations import ActivationFunction
+from ..alu import AluOp
 from ..dtypes import as_dtype, float32, promote
 from ..errors import NkiUsageError
 from ..tensor import NkiTensor
@@ -73,3 +75,7 @@ ceil = _vector_unary("ceil", np.ceil)
 trunc = _vector_unary("trunc", np.trunc)
 invert = _vector_unary("invert", np.invert, raw_bits=True)
 logical_not = _vector_unary("logical_not", lambda v: (v == 0).astype(np.float32))
+
+
+AluOp.build_tile = staticmethod(binary)
+ActivationFunction.build_tile = staticmethod(unary)

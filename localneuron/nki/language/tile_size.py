@@ -1,11 +1,11 @@
 """nl.tile_size: hardware tile limits of the current target."""
-from .. import targets
+from .. import generation
 
 
 def _target():
     from ..run import _active
     run = getattr(_active, "run", None)
-    return run.target if run is not None else targets.current()
+    return run.target if run is not None else generation.current()
 
 
 class _TileSize:

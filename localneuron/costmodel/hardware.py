@@ -1,0 +1,176 @@
+"""The one table of Trainium targets and engine rates: the device (cores, HBM), the eager and
+compiled cost model, collectives, `localneuron estimate` and the NKI cycle model all read it.
+
+Every figure is a published one; the comment names where (reference notes
+`nki-hardware-profiler.md` §7.1 per NeuronCore, §7.2 per chip, §7.3 per instance, §8 cycle rules).
+Derived quantities (per logical core, per link direction) are properties, so a figure is written once.
+"""
+from dataclasses import dataclass, field
+
+KIB = 1024
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class NeuronCore:
+    """One physical NeuronCore generation; the NKI simulator's target is this record."""
+    name: str                      # NKI's nc_version name: gen2 / gen3 / gen4
+    chip: str                      # Trn1 / Trn2 / Trn3
+    clock_ghz: dict                # engine -> clock (§7.1)
+    pe_array: int                  # TensorE is pe_array x pe_array processing elements (§7.1)
+    vector_lanes: int              # elements per cycle of VectorE / ScalarE / GpSimd at 32 bits (§7.1, §8.4)
+    sbuf_partition_bytes: int      # SBUF is 128 partitions of this (§7.1)
+    sbuf_reserved_bytes: int       # per partition, kept back for the compiler
+    dma_peak_bytes_per_ns: float   # one DMA engine, theoretical (§7.1)
+    dma_sustained_bytes_per_ns: float  # one DMA engine, descriptors >= 4 KiB (§7.1)
+    gemm_moving_fmax_fp32_dst: int
+    gemm_moving_fmax_bf16_dst: int
+    partitions: int = 128
+    psum_partition_bytes: int = 16 * KIB   # 2 MiB PSUM, 8 banks of 2 KiB per partition (§7.1)
+    psum_bank_bytes: int = 2 * KIB
+    dma_queues: int = 16                   # DMA engines per core (§7.1)
+    dma_fixed_latency_ns: float = 1300.0   # descriptor + semaphore + start latency of a transfer (§8.6)
+    fp32_matmul_slowdown: int = 4          # fp32 inputs cost 4x the bf16 MultiplyMoving (§8.1)
+    features: frozenset = field(default_factory=frozenset)   # generation-gated NKI capabilities
+
+    @property
+    def sbuf_usable_bytes(self):
+        return self.sbuf_partition_bytes - self.sbuf_reserved_bytes
+
+    @property
+    def sbuf_bytes(self):
+        return self.partitions * self.sbuf_usable_bytes
+
+    @property
+    def psum_banks(self):
+        return self.psum_partition_bytes // self.psum_bank_bytes
+
+    def has(self, feature):
+        return feature in self.features
+
+    @property
+    def bf16_flops(self):
+        """TensorE dense peak: every PE does one multiply-add (2 FLOP) per cycle."""
+        return 2 * self.pe_array * self.pe_array * self.clock_ghz["tensor"] * 1e9
+
+    @property
+    def dma_bytes_per_s(self):
+        """What all DMA queues of the core sustain on large transfers: the core's reach into HBM."""
+        return self.dma_queues * self.dma_sustained_bytes_per_ns * 1e9
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A Trainium generation as an instance exposes it: chips of physical NeuronCores, grouped into
+    logical cores (LNC), with the chip's HBM and links shared by its cores."""
+    name: str                      # trn1 / trn2 / trn3 (LOCALNEURON_TARGET, --target)
+    core: NeuronCore
+    physical_cores: int            # per chip (§7.2)
+    lnc: int                       # physical cores per logical core by default (§2.6, §7.2)
+    chips_per_instance: int        # §7.3
+    hbm_bytes: int                 # per chip (§7.2)
+    hbm_bytes_per_s: float         # per chip (§7.2)
+    neuronlink_bytes_per_s: float  # chip-to-chip, per chip, all links and both directions (§7.2)
+    neuronlink_links: int          # links per chip (§7.2)
+    efa_bits_per_s: float          # per instance (§7.3)
+    launch_overhead_s: float = 15e-6   # runtime cost of one executable launch (Neuron runtime, not published per chip)
+
+    # --- the device as TorchNeuron shows it ------------------------------------------------------
+    @property
+    def nc_version(self):
+        return self.core.name
+
+    @property
+    def logical_cores(self):
+        return self.physical_cores // self.lnc
+
+    @property
+    def hbm_bytes_per_core(self):
+        return self.hbm_bytes // self.logical_cores
+
+    @property
+    def cores_per_instance(self):
+        return self.chips_per_instance * self.logical_cores
+
+    # --- rates of one logical core (LNC physical cores working together) ----------------------
+    @property
+    def bf16_flops_per_core(self):
+        return self.lnc * self.core.bf16_flops
+
+    @property
+    def fp32_flops_per_core(self):
+        return self.bf16_flops_per_core / self.core.fp32_matmul_slowdown
+
+    @property
+    def memory_bytes_per_s_per_core(self):
+        """A core reaches HBM through its DMA queues: the smaller of its share of the chip's HBM
+        bandwidth and what its queues sustain (§7.2 'derived per-core HBM share')."""
+        return self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, self.core.dma_bytes_per_s)
+
+    @property
+    def host_link_bytes_per_s(self):
+        """Host <-> device copies of a fallback go through one DMA queue per physical core."""
+        return self.lnc * self.core.dma_sustained_bytes_per_ns * 1e9
+
+    @property
+    def neuronlink_bytes_per_s_per_direction(self):
+        """One link, one direction: the per-chip figure counts every link both ways."""
+        return self.neuronlink_bytes_per_s / self.neuronlink_links / 2
+
+    @property
+    def efa_bytes_per_s(self):
+        return self.efa_bits_per_s / 8
+
+
+NC_V2 = NeuronCore(
+    name="gen2", chip="Trn1",
+    clock_ghz={"tensor": 2.8, "vector": 1.12, "scalar": 1.4, "gpsimd": 1.4},
+    pe_array=128, vector_lanes=128,
+    sbuf_partition_bytes=192 * KIB, sbuf_reserved_bytes=16 * KIB,   # 24 MiB SBUF
+    dma_peak_bytes_per_ns=27.2, dma_sustained_bytes_per_ns=17.0,    # 16 x 17 B/ns = 272 GB/s per core
+    gemm_moving_fmax_fp32_dst=512, gemm_moving_fmax_bf16_dst=512)
+NC_V3 = NeuronCore(
+    name="gen3", chip="Trn2",
+    clock_ghz={"tensor": 2.4, "vector": 0.96, "scalar": 1.2, "gpsimd": 1.2},
+    pe_array=128, vector_lanes=128,
+    sbuf_partition_bytes=224 * KIB, sbuf_reserved_bytes=0,          # 28 MiB SBUF
+    dma_peak_bytes_per_ns=27.2, dma_sustained_bytes_per_ns=23.0,    # 368 GB/s per core
+    gemm_moving_fmax_fp32_dst=512, gemm_moving_fmax_bf16_dst=512,
+    features=frozenset({"scalar_alu", "scalar_bias_immediate", "vector_perf_mode"}))
+NC_V4 = NeuronCore(
+    name="gen4", chip="Trn3",
+    clock_ghz={"tensor": 2.4, "vector": 1.2, "scalar": 1.2, "gpsimd": 1.2},
+    pe_array=128, vector_lanes=128,
+    sbuf_partition_bytes=256 * KIB, sbuf_reserved_bytes=0,          # 32 MiB SBUF
+    dma_peak_bytes_per_ns=38.4, dma_sustained_bytes_per_ns=33.0,    # 528 GB/s per core
+    gemm_moving_fmax_fp32_dst=4096, gemm_moving_fmax_bf16_dst=8192,
+    features=frozenset({"scalar_alu", "scalar_bias_immediate", "vector_perf_mode", "exponential",
+                        "bf16_psum", "fp8_fn"}))
+
+CHIPS = {
+    # trn1.32xlarge: 16 Trainium chips of 2 NeuronCore-v2 (LNC=1), 32 GiB HBM at 820 GiB/s per chip,
+    # NeuronLink-v2 x4 at 384 GB/s per chip, EFA 800 Gbps per instance (190 BF16 TFLOPS per chip published;
+    # the model uses the per-core engine figure, 128 x 128 PEs x 2 FLOP x 2.8 GHz = 91.75 TFLOPS).
+    "trn1": Chip(name="trn1", core=NC_V2, physical_cores=2, lnc=1, chips_per_instance=16,
+                 hbm_bytes=32 * GIB, hbm_bytes_per_s=820 * GIB, neuronlink_bytes_per_s=384e9, neuronlink_links=4,
+                 efa_bits_per_s=800e9),
+    # trn2.48xlarge: 16 Trainium2 chips of 8 NeuronCore-v3 (LNC=2: 4 logical cores), 96 GiB at 2.9 TB/s,
+    # NeuronLink-v3 x4 at 1.28 TB/s per chip, EFAv3 3,200 Gbps.
+    "trn2": Chip(name="trn2", core=NC_V3, physical_cores=8, lnc=2, chips_per_instance=16,
+                 hbm_bytes=96 * GIB, hbm_bytes_per_s=2.9e12, neuronlink_bytes_per_s=1.28e12, neuronlink_links=4,
+                 efa_bits_per_s=3200e9),
+    # Trn3 (Gen1 UltraServer server of 16 chips): 8 NeuronCore-v4 per chip, 144 GiB at 4.9 TB/s,
+    # NeuronLink-v4 x4 at 2.56 TB/s per chip, 12,800 Gbps EFA per 64 chips (3,200 per 16).
+    "trn3": Chip(name="trn3", core=NC_V4, physical_cores=8, lnc=2, chips_per_instance=16,
+                 hbm_bytes=144 * GIB, hbm_bytes_per_s=4.9e12, neuronlink_bytes_per_s=2.56e12, neuronlink_links=4,
+                 efa_bits_per_s=3200e9),
+}
+
+NEURON_CORES = {chip.core.name: chip.core for chip in CHIPS.values()}
+
+
+def chip(name: str) -> Chip:
+    key = str(name).strip().lower()
+    if key not in CHIPS:
+        raise ValueError(f"unknown Trainium target {name!r}; choose one of {sorted(CHIPS)}")
+    return CHIPS[key]

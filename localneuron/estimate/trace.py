@@ -1,0 +1,161 @@
+"""Records what a model does on fake `neuron` tensors (shapes and dtypes, no memory; PyTorch takes the
+same device-specific paths as for real neuron tensors, e.g. fused dropout), op by op, with the device's own routing decision for
+each op (localneuron.ops.policy.classify: support table, CPU fallbacks, 64-bit policy), the
+collectives it would issue, the tensors autograd saves, and the bytes alive at each point (an
+allocator without caching, counting each storage's bytes: what max_memory_allocated measures)."""
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from localneuron.costmodel.ops import GraphOp
+from localneuron.ops import tracking
+from localneuron.ops.policy import classify
+
+_active: list["Trace"] = []
+
+
+@dataclass
+class Phase:
+    name: str
+    ops: list = field(default_factory=list)            # GraphOp
+    collectives: list = field(default_factory=list)    # (kind, bytes)
+
+
+class Trace(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.phases: list[Phase] = [Phase("forward")]
+        self.kinds: Counter = Counter()        # routing kind -> calls
+        self.fallback_ops: Counter = Counter()
+        self.computed_in_32bit: Counter = Counter()
+        self.saved: dict[int, int] = {}        # tensor key -> bytes, saved for the backward
+        self._storages: dict[int, tuple] = {}  # storage cdata -> (weak ref, key, bytes)
+        self._next_key = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+    # --- tensors, identified by storage, with their lifetime ----------------------------------
+    def key(self, t: torch.Tensor) -> int:
+        storage = t.untyped_storage()
+        cdata = storage._cdata
+        entry = self._storages.get(cdata)
+        if entry is None or entry[0].expired():
+            if entry is not None:
+                self.live_bytes -= entry[2]
+            size = storage.nbytes()
+            entry = (StorageWeakRef(storage), self._next_key, size)
+            self._next_key += 1
+            self._storages[cdata] = entry
+            self.live_bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return entry[1]
+
+    def _release_dead(self):
+        for cdata in [c for c, (ref, _, _) in self._storages.items() if ref.expired()]:
+            self.live_bytes -= self._storages.pop(cdata)[2]
+
+    def track(self, tensors) -> None:
+        """Counts tensors that exist before the traced code runs (parameters, inputs)."""
+        for t in tensors:
+            self.key(t)
+
+    # --- phases and markers ------------------------------------------------------------------
+    @property
+    def phase(self) -> Phase:
+        return self.phases[-1]
+
+    def begin(self, name: str) -> None:
+        self.phases.append(Phase(name))
+
+    def ops(self, name: str) -> list:
+        return [op for p in self.phases if p.name == name for op in p.ops]
+
+    def collectives(self, name: str) -> list:
+        return [c for p in self.phases if p.name == name for c in p.collectives]
+
+    @contextlib.contextmanager
+    def saving(self):
+        """Records the tensors autograd keeps for the backward (activation memory)."""
+        def pack(t):
+            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+                self.saved[self.key(t)] = t.untyped_storage().nbytes()
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield
+
+    def __enter__(self):
+        _active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _active.remove(self)
+        return super().__exit__(*exc)
+
+    # --- ops -----------------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace == "prim":   # tensor metadata queries, not ops
+            return func(*args, **kwargs)
+        kind, _ = classify(func, args, kwargs)
+        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        input_keys = [self.key(t) for t in inputs]
+        out = func(*args, **kwargs)
+        self.kinds[kind] += 1
+        if kind == tracking.VIEW:
+            return out
+        name = func._schema.name
+        if kind == tracking.FALLBACK:
+            self.fallback_ops[name] += 1
+        elif kind == tracking.NATIVE_32BIT:
+            self.computed_in_32bit[name] += 1
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        self._release_dead()
+        output_keys = [self.key(t) for t in outputs]
+        self.phase.ops.append(GraphOp(
+            name, tuple(zip(input_keys, map(_shape_only, inputs))), tuple(zip(output_keys, map(_shape_only, outputs))),
+            on_host=kind == tracking.FALLBACK))
+        return out
+
+
+def _shape_only(t: torch.Tensor) -> torch.Tensor:
+    """A storage-less stand-in with the same shape and dtype, so the record keeps no tensor alive."""
+    return torch.empty(t.shape, dtype=t.dtype, device="meta")
+
+
+@contextlib.contextmanager
+def fake_device():
+    """Tensors and modules made inside are fake tensors on `neuron`; tracing happens inside too."""
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        yield
+
+
+def cast(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """module.to(dtype) for fake parameters (Module.to would try to swap the tensors, which fake
+    tensors refuse). Tensors that belong to another fake mode (copy.deepcopy of a layer, as
+    nn.TransformerEncoder does, copies the mode too) are remade in the active one."""
+    mode = torch._guards.detect_fake_mode()
+
+    def remade(t):
+        if isinstance(t, FakeTensor) and t.fake_mode is not mode:   # only its metadata may be read
+            t = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+        return t.detach().to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+
+    for m in module.modules():
+        for name, p in m._parameters.items():
+            if p is not None and (fresh := remade(p)) is not p:
+                m._parameters[name] = torch.nn.Parameter(fresh, requires_grad=p.requires_grad)
+        for name, b in m._buffers.items():
+            if b is not None:
+                m._buffers[name] = remade(b)
+    return module
+
+
+def record_collective(kind: str, nbytes: int) -> None:
+    if _active:
+        _active[-1].phase.collectives.append((kind, nbytes))

@@ -1,0 +1,70 @@
+"""A module traced once on fake neuron tensors and priced as compiled graphs: its forward (and, when
+training, its backward) on one logical core, the collectives it issues, and its memory."""
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from localneuron.costmodel import ops as cost_ops
+from localneuron.costmodel.engines import op_work
+from localneuron.costmodel.hardware import Chip
+from localneuron.costmodel.time import Breakdown
+from localneuron.estimate.trace import Trace
+
+
+@dataclass
+class TracedModule:
+    forward: Breakdown
+    backward: Breakdown
+    eager_forward: Breakdown          # the same ops launched one by one (what compiling saves)
+    collectives: dict                 # phase -> [(kind, bytes)]
+    parameter_count: int
+    parameter_bytes: int
+    saved_bytes: int                  # activations kept for the backward
+    workspace_bytes: int              # transient peak beyond parameters, constants and saved activations
+    fallback_ops: Counter = field(default_factory=Counter)
+    computed_in_32bit: Counter = field(default_factory=Counter)
+    flops: float = 0.0
+
+
+def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: tuple = (),
+                 train: bool = False) -> TracedModule:
+    """`inputs` are the activations the module consumes (their gradients are wanted when training);
+    `constants` are shared tensors such as masks and rotary tables, not activations of this module."""
+    module.train(train)
+    parameters = list(module.parameters())
+    constant_tensors = [t for t in tree_flatten(constants)[0] if isinstance(t, torch.Tensor)]
+    trace = Trace()
+    with trace:
+        trace.track(parameters + [t for t in inputs if isinstance(t, torch.Tensor)] + constant_tensors)
+        fixed = {trace.key(t) for t in parameters + constant_tensors}
+        with trace.saving():
+            out = module(*inputs, *constants)
+        forward_out = [trace.key(t) for t in (out if isinstance(out, tuple) else (out,))]
+        if train:
+            trace.begin("backward")
+            target = out[0] if isinstance(out, tuple) else out
+            target.backward(torch.empty_like(target))
+    saved = {k: b for k, b in trace.saved.items() if k not in fixed}
+    forward_ops = trace.ops("forward")
+    forward = cost_ops.graph(chip, forward_ops, set(forward_out) | set(saved))
+    eager = cost_ops.eager_sequence(chip, forward_ops)
+    backward = Breakdown()
+    if train:
+        backward_ops = trace.ops("backward")
+        gradients = {trace.key(p.grad) for p in parameters if p.grad is not None}
+        gradients |= {trace.key(t.grad) for t in inputs if isinstance(t, torch.Tensor) and t.grad is not None}
+        backward = cost_ops.graph(chip, backward_ops, gradients)
+    flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
+                for op in forward_ops)
+    parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
+    constant_bytes = sum(c.numel() * c.element_size() for c in constant_tensors)
+    saved_bytes = sum(saved.values())
+    return TracedModule(
+        forward=forward, backward=backward, eager_forward=eager,
+        collectives={p.name: list(p.collectives) for p in trace.phases},
+        parameter_count=sum(p.numel() for p in parameters), parameter_bytes=parameter_bytes,
+        saved_bytes=saved_bytes,
+        workspace_bytes=max(0, trace.peak_bytes - parameter_bytes - constant_bytes - saved_bytes),
+        fallback_ops=trace.fallback_ops, computed_in_32bit=trace.computed_in_32bit, flops=flops)

@@ -1,0 +1,39 @@
+"""Which NeuronCore generation a kernel runs on. The generations themselves (clocks, SBUF, DMA,
+features) are the cost model's table (localneuron.costmodel.hardware), so the cycle model and the
+device's cost model read the same figures."""
+import os
+
+from localneuron.costmodel.hardware import NEURON_CORES
+
+# Names accepted by NEURON_PLATFORM_TARGET_OVERRIDE.
+ALIASES = {"trn1": "gen2", "inf2": "gen2", "trn2": "gen3", "trn3": "gen4",
+           "gen2": "gen2", "gen3": "gen3", "gen4": "gen4"}
+GENERATION_ORDER = ("gen2", "gen3", "gen4")
+# The simulated device defaults to trn2 (see the project design); NKI follows it.
+DEFAULT_GENERATION = "gen3"
+
+
+def resolve(name):
+    key = ALIASES.get(str(name).lower())
+    if key is None:
+        raise ValueError(f"unknown NeuronCore target {name!r}; expected one of {sorted(ALIASES)}")
+    return NEURON_CORES[key]
+
+
+def current():
+    """The generation chosen by NEURON_PLATFORM_TARGET_OVERRIDE, else the simulated device's."""
+    override = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    return resolve(override or _device_generation())
+
+
+def _device_generation():
+    # The runtime layer owns the device's target; NKI must still work without it.
+    try:
+        from localneuron.runtime.config import selected_target
+    except ImportError:
+        return DEFAULT_GENERATION
+    return selected_target().nc_version
+
+
+def at_least(target, generation):
+    return GENERATION_ORDER.index(target.name) >= GENERATION_ORDER.index(generation)
