@@ -73,6 +73,7 @@ UNWRITTEN_ON_GENERATED_INPUTS: dict[str, str] = {
     "aten::embedding_bag": "2-D input with offsets: bags read past the indices",
     "aten::_embedding_bag_forward_only": "2-D input with offsets: bags read past the indices",
     "aten::_embedding_bag_forward_only.out": "2-D input with offsets: bags read past the indices",
+    "aten::_dyn_quant_matmul_4bit": "plain floats as packed 4-bit weights: the kernel reads past them",
     "aten::mkldnn_rnn_layer": "weights sized like the input: the kernel reads past them",
     "aten::mkldnn_rnn_layer.out": "weights sized like the input: the kernel reads past them",
 }
