@@ -19,5 +19,8 @@ except _ConfigurationError as _error:
     warnings.warn(f"localneuron: the neuron device is not available: {_error} `localneuron info` lists every "
                   "variable localneuron reads.", RuntimeWarning, stacklevel=2)
 import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
+from localneuron.integrations import import_hooks as _import_hooks  # noqa: E402
+
+_import_hooks.install()  # integrations load only when the library they adapt is imported
 
 __version__ = "0.1.0"
