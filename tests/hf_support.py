@@ -59,3 +59,19 @@ def accelerate_launch(processes: int, script, *args: str, env: dict | None = Non
             "--num_machines", "1", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
             "--mixed_precision", "no", str(script), *args]
     return run_script(argv, env=env, timeout=timeout)
+
+
+def torchrun(processes: int, script, *args: str, env: dict | None = None, timeout: int = 300):
+    import sys
+
+    from distributed_launcher import free_port
+
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
+            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script), *args]
+    return run_script(argv, env=env, timeout=timeout)
+
+
+def python_script(script, *args: str, env: dict | None = None, timeout: int = 300):
+    import sys
+
+    return run_script([sys.executable, str(script), *args], env=env, timeout=timeout)
