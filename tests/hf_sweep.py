@@ -43,8 +43,7 @@ SHRUNK_SIZES = {
     "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "decoder_layers": 2,
     "encoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
     "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "decoder_attention_heads": 4,
-    "encoder_attention_heads": 4, "num_key_value_heads": 2, "num_kv_heads": 2, "n_kv_heads": 2,
-    "multi_query_group_num": 2, "head_dim": 8, "kv_channels": 8, "d_kv": 8,
+    "encoder_attention_heads": 4, "head_dim": 8, "kv_channels": 8, "d_kv": 8,
     "vocab_size": 128, "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
     "max_seq_len": 128, "max_sequence_length": 128,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
@@ -56,6 +55,14 @@ SHRUNK_SIZES = {
     "num_mel_bins": 16, "conv_dim": [16, 16], "conv_kernel": [3, 3], "conv_stride": [2, 2],
     "num_codebooks": 2, "codebook_size": 32,
 }
+# Key/value head counts keep their relation to the query heads (equal: multi-head, 1: multi-query, else 2).
+KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
+QUERY_HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+# Layer counts tried in turn: hybrid models (attention every k-th layer) need more than two to contain
+# every layer kind; the larger count is tried only when the smaller one does not run on the CPU.
+LAYER_LADDER = (2, 8)
+LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decoder_layers", "encoder_layers",
+                "num_decoder_layers", "num_encoder_layers")
 # Token-id fields: moved inside the shrunk vocabulary when they fall outside it.
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                    "cls_token_id", "mask_token_id", "unk_token_id", "image_token_id", "image_token_index",
@@ -78,13 +85,20 @@ def architectures() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- worker side
-def _shrink(config, seen=None) -> None:
+def _shrink(config, layers: int, seen=None) -> None:
     seen = seen if seen is not None else set()
     if id(config) in seen:
         return
     seen.add(id(config))
     layers_before = getattr(config, "num_hidden_layers", None)
-    for field, value in SHRUNK_SIZES.items():
+    query_heads = next((getattr(config, f) for f in QUERY_HEAD_FIELDS if isinstance(getattr(config, f, None), int)),
+                       None)
+    sizes = {**SHRUNK_SIZES, **{field: layers for field in LAYER_FIELDS}}
+    for field in KV_HEAD_FIELDS:
+        kv_heads = getattr(config, field, None)
+        if isinstance(kv_heads, int):
+            sizes[field] = 4 if kv_heads == query_heads else 1 if kv_heads == 1 else 2
+    for field, value in sizes.items():
         current = getattr(config, field, "absent")
         if current == "absent" or (isinstance(current, bool)):
             continue
@@ -110,16 +124,16 @@ def _shrink(config, seen=None) -> None:
     for field in SUB_CONFIGS:
         sub = getattr(config, field, None)
         if sub is not None and hasattr(sub, "to_dict"):
-            _shrink(sub, seen)
+            _shrink(sub, layers, seen)
 
 
-def _build(model_type: str, class_name: str):
+def _build(model_type: str, class_name: str, layers: int = LAYER_LADDER[0]):
     import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     config = CONFIG_MAPPING[model_type]()
-    _shrink(config)
+    _shrink(config, layers)
     if hasattr(config, "_attn_implementation"):
         config._attn_implementation = "eager"  # the same attention code on both devices
     torch.manual_seed(0)
@@ -207,18 +221,22 @@ def run_architecture(model_type: str, class_name: str) -> dict:
 
     record = {"model_type": model_type, "class": class_name, "status": "pass", "stage": None, "reason": None,
               "fallbacks": []}
-    stage = "build"
-    try:
-        model, config = _build(model_type, class_name)
-        stage = "cpu"
-        cpu_inputs = _inputs(model, config, "cpu")
-        cpu_outputs, cpu_grads = _forward_backward(model, cpu_inputs)
-        generates = class_name.endswith("ForCausalLM") and hasattr(model, "generate")
-        if generates:
-            cpu_tokens = model.generate(**cpu_inputs, max_new_tokens=NEW_TOKENS, do_sample=False,
-                                        min_new_tokens=NEW_TOKENS)
-    except Exception as error:  # noqa: BLE001 - every failure is data for the table
-        return {**record, "status": "cpu-fails", "stage": stage, "reason": _reason(error)}
+    for layers in LAYER_LADDER:
+        stage = "build"
+        try:
+            model, config = _build(model_type, class_name, layers)
+            stage = "cpu"
+            cpu_inputs = _inputs(model, config, "cpu")
+            cpu_outputs, cpu_grads = _forward_backward(model, cpu_inputs)
+            generates = class_name.endswith("ForCausalLM") and hasattr(model, "generate")
+            if generates:
+                cpu_tokens = model.generate(**cpu_inputs, max_new_tokens=NEW_TOKENS, do_sample=False,
+                                            min_new_tokens=NEW_TOKENS)
+            break
+        except Exception as error:  # noqa: BLE001 - every failure is data for the table
+            if layers == LAYER_LADDER[-1]:
+                return {**record, "status": "cpu-fails", "stage": stage, "reason": _reason(error)}
+    record["layers"] = layers
     torch_neuronx.clear_op_tracking()
     try:
         stage = "to_device"
