@@ -2,7 +2,8 @@
 
 Default tier: a fixed handful of architectures covering decoder, encoder, encoder-decoder, vision and
 audio models must all pass. Slow tier (`pytest -m slow`): every model type of Transformers' auto
-mappings; at least 95% of those that run on the CPU pass, and each failure is an expected one below.
+mappings; at least 95% of those that run on the CPU pass, and each failure has a known cause
+(hf_sweep.KNOWN_CAUSES).
 """
 import sys
 
@@ -15,15 +16,6 @@ import hf_sweep  # noqa: E402
 
 DEFAULT_TIER = ("llama", "gpt2", "bert", "t5", "whisper", "vit")
 MIN_PASS_PCT = 95.0
-
-# Failures with a known cause: each is a documented TorchNeuron behaviour or a localneuron gap owned elsewhere.
-EXPECTED_FAILURE_REASONS = {
-    "histogram_cpu": "MoE routers call torch.histc on integer tensors off the CPU (CUDA implements it); the "
-                     "device op is being added by the conformance work",
-    "exceeded": "the architecture takes longer than the sweep's per-architecture limit on a shared 2-core host",
-    "aten::uniform_": "the model draws random numbers in forward (ViT-MAE masking); the neuron generator's "
-                      "stream differs from the CPU's, as on Trainium",
-}
 
 
 def _log(message):
@@ -53,7 +45,6 @@ def test_full_sweep():
     summary = hf_sweep.summarize(sweep)
     print(hf_sweep.summary_line(sweep))
     unexplained = [(r["model_type"], r["stage"], r["reason"]) for r in sweep["records"]
-                   if r["status"] not in ("pass", "cpu-fails")
-                   and not any(key in (r["reason"] or "") + " ".join(r["fallbacks"]) for key in EXPECTED_FAILURE_REASONS)]
+                   if r["status"] not in ("pass", "cpu-fails") and hf_sweep.known_cause(r) is None]
     assert not unexplained, unexplained
     assert summary["pass_pct"] >= MIN_PASS_PCT, summary
