@@ -19,7 +19,8 @@ from tiny_text import CORPUS, char_tokenizer, tiny_llama  # noqa: E402
 PROMPTS = [text[:n] for text, n in zip(CORPUS, (5, 9, 12, 7, 14, 5))]
 
 
-def generate_all(bucket: int | None, device: str = "neuron", new_tokens: int = 6):
+def generate_all(bucket: int | None, device: str = "neuron", new_tokens: int = 6, prompts=PROMPTS,
+                 cache_implementation: str | None = "static"):
     import torch_neuronx
 
     tokenizer = char_tokenizer()
@@ -27,17 +28,15 @@ def generate_all(bucket: int | None, device: str = "neuron", new_tokens: int = 6
     model = tiny_llama(tokenizer).to(device).eval()
     torch_neuronx.reset_dynamo_metrics()
     outputs, started = [], time.perf_counter()
-    for prompt in PROMPTS:
+    for prompt in prompts:
         padding = dict(padding="max_length", max_length=-(-len(prompt) // bucket) * bucket) if bucket else {}
         batch = tokenizer([prompt], return_tensors="pt", **padding).to(device)
         tokens = model.generate(**batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                                cache_implementation="static")
+                                cache_implementation=cache_implementation)
         outputs.append(tokenizer.decode(tokens[0, batch["input_ids"].shape[1]:]))
     seconds = time.perf_counter() - started
-    prompt_shapes = sorted({tuple(r["shapes"][0]) for r in _recompiles() if r["shapes"]})
     return {"bucket": bucket, "outputs": outputs, "seconds": round(seconds, 2),
-            "graphs_compiled": len(torch_neuronx.get_dynamo_metrics()), "recompiles": _recompiles(),
-            "recompiled_input_shapes": [list(s) for s in prompt_shapes]}
+            "graphs_compiled": len(torch_neuronx.get_dynamo_metrics()), "recompiles": _recompiles()}
 
 
 def _recompiles():
@@ -53,7 +52,7 @@ def main():
     result = generate_all(args.bucket)
     for r in result["recompiles"]:
         print(f"recompiled {r['frame']}: {r['reason']}")
-    print(f"{len(PROMPTS)} prompts of lengths {[len(p) for p in PROMPTS]}: {result['graphs_compiled']} graphs "
+    print(f"{len(PROMPTS)} prompts of lengths {[len(p) for p in PROMPTS]} tokens: {result['graphs_compiled']} graphs "
           f"compiled, {result['seconds']} s")
     print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "recompiles"}), flush=True)
 
