@@ -19,10 +19,12 @@ except _ConfigurationError as _error:
     warnings.warn(f"localneuron: the neuron device is not available: {_error} `localneuron info` lists every "
                   "variable localneuron reads.", RuntimeWarning, stacklevel=2)
 import localneuron.distributed  # noqa: E402,F401  (registers the c10d backend "neuron")
+from localneuron.integrations import import_hooks as _import_hooks  # noqa: E402
 from localneuron.profiler import inspect_env as _inspect_env  # noqa: E402
 from localneuron.profiler import kineto_bridge as _kineto_bridge  # noqa: E402
 
 _kineto_bridge.install()  # the device's part of torch.profiler traces
 _inspect_env.start_from_environment()  # NEURON_RT_INSPECT_ENABLE
+_import_hooks.install()  # integrations load only when the library they adapt is imported
 
 __version__ = "0.1.0"

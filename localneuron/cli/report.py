@@ -14,6 +14,7 @@ LAYER_SECTIONS = {
     "compile": ("localneuron.compiler", "localneuron.compiler.report"),
     "distributed": ("localneuron.distributed", "localneuron.distributed.report"),
     "nki": ("localneuron.nki", "localneuron.nki.report"),
+    "huggingface": ("localneuron.integrations.hf", "localneuron.integrations.hf.report"),
 }
 
 

@@ -13,7 +13,7 @@ from torch._guards import CompileContext
 from torch._inductor.decomposition import select_decomp_table
 
 from localneuron import _C
-from localneuron.compiler import errors, metrics, placement
+from localneuron.compiler import errors, metrics, placement, progress
 from localneuron.ops import policy
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
 from localneuron.compiler.settings import resolve
@@ -72,10 +72,11 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     _graph_count += 1
     gm, example_inputs, wrap = placement.on_device(gm, example_inputs, settings)
     try:
-        compiled = aot_autograd(
-            fw_compiler=compiler_for(graph, "forward"), bw_compiler=compiler_for(graph, "backward"),
-            inference_compiler=compiler_for(graph, "inference"), decompositions=select_decomp_table(),
-            keep_inference_input_mutations=True)(gm, example_inputs)
+        with progress.frame(frame, graph.name, recompiles, reason):
+            compiled = aot_autograd(
+                fw_compiler=compiler_for(graph, "forward"), bw_compiler=compiler_for(graph, "backward"),
+                inference_compiler=compiler_for(graph, "inference"), decompositions=select_decomp_table(),
+                keep_inference_input_mutations=True)(gm, example_inputs)
     except errors.NeuronCompileError:
         raise
     except Exception as error:

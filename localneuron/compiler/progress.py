@@ -1,11 +1,19 @@
-"""Progress of long compiles on a terminal: while a graph compiles for longer than a moment, one status
-line on stderr says which graph, how long so far and how many graphs are done. Silent when stderr is
-not a terminal (logs, CI) or LOCALNEURON_COMPILE_PROGRESS=0."""
+"""Compile progress on stderr, at two grains.
+
+Per frame, always (as neuronx-cc logs it): a line when Dynamo hands a frame over (with a recompile's
+cause and shapes) and one when it is ready, so a long first call is never silent; TORCH_NEURONX_LOG_LEVEL=0
+silences it with the other [Neuron] messages.
+Per graph, on a terminal only: while a graph compiles for longer than a moment, one live status line
+says which graph, how long so far and how many graphs are done. Silent when stderr is not a terminal
+(logs, CI) or LOCALNEURON_COMPILE_PROGRESS=0.
+"""
 import contextlib
 import os
 import sys
 import threading
 import time
+
+from localneuron.ops.tracking import log_level
 
 PROGRESS_ENV = "LOCALNEURON_COMPILE_PROGRESS"
 SHOW_AFTER_S = 2.0  # compiles shorter than this print nothing
@@ -58,3 +66,15 @@ def compiling(graph: str):
             sys.stderr.write(f"\r[Neuron] compiled {graph} in {time.monotonic() - start:.1f} s ({_done} graphs "
                              "compiled)\n")
             sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def frame(name: str, graph: str, recompiles: int, reason: str | None):
+    if log_level() < 1:
+        yield
+        return
+    cause = f", recompile {recompiles} of this frame: {reason}" if recompiles else ""
+    print(f"[Neuron] Compiling {name} as {graph}{cause} ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    yield
+    print(f"[Neuron] {graph} ready in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)

@@ -1,0 +1,3 @@
+"""Hugging Face integration: what Accelerate, Transformers, PEFT and safetensors need to treat `neuron` as
+they treat a GPU where their own code has no branch for it. Loaded by `localneuron.integrations.import_hooks`
+when those libraries are imported; every adaptation it makes is listed in the portability report."""

@@ -1,0 +1,79 @@
+"""Accelerate on `neuron`: Accelerator() picks the device, `accelerate launch` runs MULTI_NEURON ranks,
+save_state / load_state restore the run on every rank (safetensors onto `neuron` through localneuron's
+integration), bf16 mixed precision trains, losses match the CPU + Gloo run, and the fp16 refusal is one
+clear message."""
+import pytest
+import torch
+
+from hf_support import EXAMPLES, accelerate_launch, require
+
+require("transformers", "accelerate", "safetensors")
+
+SCRIPT = EXAMPLES / "accelerate_train.py"
+
+
+@pytest.fixture(scope="module")
+def two_rank_runs(tmp_path_factory):
+    runs = {}
+    for name, env, precision in (("neuron-bf16", {}, "bf16"), ("neuron", {}, "no"),
+                                 ("cpu", {"ACCELERATE_USE_CPU": "1"}, "no")):
+        state = tmp_path_factory.mktemp(name)
+        runs[name] = accelerate_launch(2, SCRIPT, "--mixed-precision", precision, "--state-dir", str(state), env=env)
+    return runs
+
+
+def test_launch_runs_one_neuron_core_per_rank(two_rank_runs):
+    ranks = two_rank_runs["neuron"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert {r["distributed_type"] for r in ranks} == {"DistributedType.MULTI_NEURON"}
+    assert [r["param_device"] for r in ranks] == ["neuron:0", "neuron:1"]
+
+
+@pytest.mark.parametrize("run", ["neuron", "neuron-bf16", "cpu"])
+def test_load_state_restores_the_run_on_every_rank(two_rank_runs, run):
+    for rank in two_rank_runs[run]:
+        assert rank["resumed"] == rank["continued"], rank
+
+
+def test_losses_match_the_cpu_gloo_run(two_rank_runs):
+    for device, cpu in zip(two_rank_runs["neuron"], two_rank_runs["cpu"]):
+        for key in ("losses", "continued"):
+            assert device[key] == pytest.approx(cpu[key], abs=5e-3)
+
+
+def test_bf16_mixed_precision_trains_close_to_fp32(two_rank_runs):
+    for bf16, fp32 in zip(two_rank_runs["neuron-bf16"], two_rank_runs["neuron"]):
+        assert bf16["mixed_precision"] == "bf16"
+        assert bf16["losses"] == pytest.approx(fp32["losses"], abs=0.05)
+
+
+def test_fp16_refusal_says_what_to_do_instead():
+    from accelerate import Accelerator
+
+    from localneuron.integrations.hf import report
+
+    with pytest.raises(ValueError, match=r"refuses mixed_precision='fp16' on the `neuron` device.*bf16"):
+        Accelerator(mixed_precision="fp16")
+    assert "accelerate_fp16" in report.collect()
+    assert any("fp16" in line for line in report.render(report.collect()))
+
+
+def test_safetensors_loads_onto_neuron_through_the_host(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    tensors = {"weight": torch.randn(4, 3), "bias": torch.arange(5)}
+    save_file(tensors, tmp_path / "t.safetensors")
+    for device in ("neuron", "neuron:1", torch.device("neuron", 0), 1):
+        loaded = load_file(tmp_path / "t.safetensors", device=device)
+        expected = torch.device(device if not isinstance(device, int) else f"neuron:{device}")
+        for name, tensor in tensors.items():
+            assert loaded[name].device.type == "neuron"
+            assert expected.index is None or loaded[name].device.index == expected.index
+            torch.testing.assert_close(loaded[name].cpu(), tensor)
+    with safe_open(tmp_path / "t.safetensors", framework="pt", device="neuron:0") as f:
+        assert sorted(f.keys()) == ["bias", "weight"]
+        rows = f.get_slice("weight")[1:3]
+        assert rows.device == torch.device("neuron:0")
+        torch.testing.assert_close(rows.cpu(), tensors["weight"][1:3])
+    assert load_file(tmp_path / "t.safetensors", device="cpu")["weight"].device.type == "cpu"

@@ -1,0 +1,34 @@
+"""The Hugging Face integration loads only when the library it adapts is imported, whichever comes first
+(the library or localneuron), and never by importing localneuron alone."""
+from conftest import run_python
+from hf_support import require
+
+require("accelerate", "safetensors")
+
+LAZY = """
+import sys, torch
+assert "localneuron.integrations.hf" not in sys.modules, "imported eagerly"
+import accelerate.utils
+assert "localneuron.integrations.hf.accelerate_memory" in sys.modules
+print(hasattr(accelerate.utils.get_max_memory, "__localneuron_upstream__"))
+"""
+
+LIBRARY_FIRST = """
+import os, tempfile, torch, safetensors.torch as st
+path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
+st.save_file({"w": torch.arange(6.0)}, path)
+import localneuron  # installs the hooks and patches the modules imported before it
+print(st.load_file(path, device="neuron:0")["w"].device)
+"""
+
+
+def test_integration_is_imported_with_the_library_not_with_localneuron():
+    result = run_python(LAZY, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["True"]
+
+
+def test_modules_imported_before_localneuron_are_patched_when_it_loads():
+    result = run_python(LIBRARY_FIRST, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["neuron:0"]
