@@ -16,15 +16,18 @@ void count_cross_device_error(const std::string& op) {
   g_cross_device_errors[op]++;
 }
 
+// Visits (tensor, argument position, whether it is an index of advanced indexing: the Tensor?[]
+// argument of index, index_put_ and their backwards).
 template <typename Visit>
 void for_each_tensor(const torch::jit::Stack& stack, size_t begin, Visit&& visit) {
   for (size_t i = begin; i < stack.size(); i++) {
     const c10::IValue& v = stack[i];
     if (v.isTensor()) {
-      visit(v.toTensor(), i - begin);
+      visit(v.toTensor(), i - begin, false);
     } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      const bool indices = v.isOptionalTensorList();
       for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) visit(e.toTensor(), i - begin);
+        if (e.isTensor()) visit(e.toTensor(), i - begin, indices);
       }
     }
   }
@@ -42,13 +45,13 @@ void for_each_tensor(const torch::jit::Stack& stack, size_t begin, Visit&& visit
 void check_operand_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin,
                            bool refuse_host) {
   c10::DeviceIndex core = -1, other = -1;
-  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t index) {
+  for_each_tensor(stack, begin, [&](const at::Tensor& t, size_t index, bool is_index) {
     if (!t.defined()) return;
     if (t.is_privateuseone()) {
       const c10::DeviceIndex d = t.device().index();
       if (core < 0) core = d;
       else if (d != core && other < 0) other = d;
-    } else if (refuse_host && t.dim() > 0) {
+    } else if (refuse_host && t.dim() > 0 && !is_index) {
       TORCH_CHECK(false, "Non-scalar tensor arg", index, " is on ", t.device().type(), " device, expected neuron (",
                   op.schema().name(), "). Move it with .to('neuron'); only 0-dim CPU tensors may be mixed in as "
                   "scalars.");
