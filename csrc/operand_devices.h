@@ -1,5 +1,5 @@
 // The devices an op's tensor operands may live on: one NeuronCore per op (CUDA's rule), and host
-// tensors only as 0-dim scalars (TorchNeuron's rule, on the device route).
+// tensors only as 0-dim scalars or, as on CUDA, as the indices of advanced indexing (device route).
 #pragma once
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
