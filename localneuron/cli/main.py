@@ -127,16 +127,20 @@ def _run(args) -> int:
     if data is None:
         return status
     print(report.render(data), file=out)
-    try:
-        if args.json:
-            _write_json(data, args.json)
-        if args.html:
-            from localneuron.profiler import html_report
+    writers = []
+    if args.json:
+        writers.append(("--json", args.json, lambda: _write_json(data, args.json)))
+    if args.html:
+        from localneuron.profiler import html_report
 
-            _write_text_atomic(html_report.render(data, sampler.samples), args.html)
-    except OSError as error:
-        print(f"localneuron run: could not write the report: {error}", file=sys.stderr)
-        status = status or 1
+        writers.append(("--html", args.html,
+                        lambda: _write_text_atomic(html_report.render(data, sampler.samples), args.html)))
+    for flag, path, write in writers:
+        try:
+            write()
+        except OSError as error:
+            print(f"localneuron run: could not write {flag} {path}: {error}", file=sys.stderr)
+            status = status or 1
     if args.strict:
         failures = _strict_failures(data, args.max_recompiles)
         for failure in failures:

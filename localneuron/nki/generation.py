@@ -1,9 +1,8 @@
 """Which NeuronCore generation a kernel runs on. The generations themselves (clocks, SBUF, DMA,
 features) are the cost model's table (localneuron.costmodel.hardware), so the cycle model and the
 device's cost model read the same figures."""
-import os
-
 from localneuron.costmodel.hardware import NEURON_CORES
+from localneuron.runtime.environment import ConfigurationError, read
 
 # Names accepted by NEURON_PLATFORM_TARGET_OVERRIDE.
 ALIASES = {"trn1": "gen2", "inf2": "gen2", "trn2": "gen3", "trn3": "gen4",
@@ -22,8 +21,13 @@ def resolve(name):
 
 def current():
     """The generation chosen by NEURON_PLATFORM_TARGET_OVERRIDE, else the simulated device's."""
-    override = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
-    return resolve(override or _device_generation())
+    override = read("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if override is None:
+        return resolve(_device_generation())
+    try:
+        return resolve(override)
+    except ValueError as error:
+        raise ConfigurationError(f"NEURON_PLATFORM_TARGET_OVERRIDE={override!r} is not valid: {error}") from None
 
 
 def _device_generation():
