@@ -94,13 +94,6 @@ def test_every_default_parses_and_every_variable_is_read_by_the_code():
         assert read_by_name or read_by_constant or variable.name in {"TORCH_DEVICE_BACKEND_AUTOLOAD"}, variable.name
 
 
-def test_the_compile_settings_defaults_are_the_tables():
-    from localneuron.compiler import settings
-
-    for name, default in settings.ENV_DEFAULTS.items():
-        assert environment.BY_NAME[name].default == (default or None), name
-
-
 def test_no_code_reads_the_environment_around_the_table():
     pattern = re.compile(r"(os\.environ\.get|os\.getenv)\(\s*[\"']((LOCALNEURON|TORCH_NEURONX|NEURON|NKI)_\w+)")
     for folder in ("localneuron", "torch_neuronx", "nki"):

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localneuron.profiler import rank_merge
+from localneuron.runtime.environment import read
 
 REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
 MERGE_TIMEOUT_ENV = "LOCALNEURON_REPORT_MERGE_TIMEOUT"
-DEFAULT_MERGE_TIMEOUT_S = 300.0
 # ranks of one job start together; a file whose rank started much earlier is from an earlier job
 SAME_JOB_START_SKEW_S = 60.0
 
@@ -75,7 +75,7 @@ def exchange(job: Job, data: dict) -> dict | None:
     os.replace(tmp, path)
     if job.rank != 0:
         return None
-    timeout = float(os.environ.get(MERGE_TIMEOUT_ENV, DEFAULT_MERGE_TIMEOUT_S))
+    timeout = read(MERGE_TIMEOUT_ENV)
     deadline = time.monotonic() + timeout
     reports = {0: data}
     while len(reports) < job.expected_ranks and time.monotonic() < deadline:

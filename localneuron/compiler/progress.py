@@ -8,14 +8,13 @@ says which graph, how long so far and how many graphs are done. Silent when stde
 (logs, CI) or LOCALNEURON_COMPILE_PROGRESS=0.
 """
 import contextlib
-import os
 import sys
 import threading
 import time
 
 from localneuron.ops.tracking import log_level
+from localneuron.runtime.environment import read
 
-PROGRESS_ENV = "LOCALNEURON_COMPILE_PROGRESS"
 SHOW_AFTER_S = 2.0  # compiles shorter than this print nothing
 REFRESH_S = 0.5
 
@@ -24,10 +23,8 @@ _lock = threading.Lock()
 
 
 def _wanted() -> bool:
-    setting = os.environ.get(PROGRESS_ENV, "auto").strip().lower()
-    if setting in ("0", "false", "off"):
-        return False
-    return setting in ("1", "true", "on") or sys.stderr.isatty()
+    setting = read("LOCALNEURON_COMPILE_PROGRESS")
+    return sys.stderr.isatty() if setting is None else setting
 
 
 @contextlib.contextmanager

@@ -8,29 +8,28 @@ import os
 from dataclasses import dataclass
 
 from localneuron.ops import tracking
+from localneuron.runtime import environment
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_KEYS = ("fallback_execution", "model_name")  # the options keys TorchNeuron reads
 DEFAULT_MODEL_NAME = "model_default"
 
-_UID = os.geteuid()
-
-# variable -> default, as the contract gives them (2.33 values)
-ENV_DEFAULTS = {
-    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1",
-    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY": "0",
-    "TORCH_NEURONX_RETAIN_DEVICE_MODE": "0",
-    # TorchNeuron's /tmp/neff_cache and /tmp/local_cache are shared by every user of the machine; per user
-    # here, so that nobody else can create them first (compile cache trust model, cache.py)
-    "TORCH_NEURONX_NEFF_CACHE_DIR": f"/tmp/neff_cache-{_UID}",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": f"/tmp/local_cache-{_UID}",
-    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT": "600",
-    "TORCH_NEURONX_DISABLE_NEFF_CACHE": "0",
-    "TORCH_NEURONX_NEFF_DISABLE_CACHE": "0",
-    "TORCH_NEURONX_DEBUG_DIR": f"/tmp/neuron_backend-{_UID}",  # per user, like the cache
-    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS": "0",
-    "LOCALNEURON_SHARED_CACHE_KEY_FILE": "",  # opt-in: a cache shared by users or hosts, authenticated with this key
-}
+# The compile variables' names and defaults come from the one environment table (the per-user cache
+# and debug directories of the trust model, cache.py); they are parsed here, leniently, once per graph.
+COMPILE_VARIABLES = (
+    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
+    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY",
+    "TORCH_NEURONX_RETAIN_DEVICE_MODE",
+    "TORCH_NEURONX_NEFF_CACHE_DIR",
+    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR",
+    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT",
+    "TORCH_NEURONX_DISABLE_NEFF_CACHE",
+    "TORCH_NEURONX_NEFF_DISABLE_CACHE",
+    "TORCH_NEURONX_DEBUG_DIR",
+    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
+    "LOCALNEURON_SHARED_CACHE_KEY_FILE",
+)
+ENV_DEFAULTS = {name: environment.BY_NAME[name].default or "" for name in COMPILE_VARIABLES}
 
 log = logging.getLogger("localneuron.compiler")
 

@@ -12,11 +12,11 @@ The files are written at exit. torch.profiler refuses to record the device meanw
 says not to combine the two).
 """
 import atexit
-import os
 import warnings
 
 from localneuron import _C
 from localneuron.profiler import capture_config, kineto_bridge, profile_files
+from localneuron.runtime.environment import read
 
 ENABLE = "NEURON_RT_INSPECT_ENABLE"
 OUTPUT_DIR = "NEURON_RT_INSPECT_OUTPUT_DIR"
@@ -24,27 +24,14 @@ SYSTEM_PROFILE = "NEURON_RT_INSPECT_SYSTEM_PROFILE"
 DEVICE_PROFILE = "NEURON_RT_INSPECT_DEVICE_PROFILE"
 NUM_WARMUP = "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP"
 
-SWITCH = {"0": False, "1": True, "true": True, "false": False}
-DEVICE_PROFILE_VALUES = {"0": None, "false": None, "1": "model", "true": "model", "model": "model", "session": "session"}
-
-
-def _value(name: str, allowed: dict, default: str):
-    raw = os.environ.get(name, default).strip().lower()
-    if raw not in allowed:
-        raise ValueError(f"{name}={os.environ[name]!r}: expected one of {sorted(allowed)}")
-    return allowed[raw]
 
 
 def _settings():
-    warmup = os.environ.get(NUM_WARMUP, "0").strip()
-    if not warmup.isdigit():
-        raise ValueError(f"{NUM_WARMUP}={warmup!r}: expected a number of runs (0 or more)")
-    return (os.environ.get(OUTPUT_DIR) or "./output", _value(SYSTEM_PROFILE, SWITCH, "1"),
-            _value(DEVICE_PROFILE, DEVICE_PROFILE_VALUES, "1"), int(warmup))
+    return (read(OUTPUT_DIR), read(SYSTEM_PROFILE), read(DEVICE_PROFILE), read(NUM_WARMUP))
 
 
 def start_from_environment() -> None:
-    if not _value(ENABLE, SWITCH, "0"):
+    if not read(ENABLE):
         return
     settings = _settings()  # bad values fail at import, before the run, not at exit
     start_ns = _C.trace_clock_ns()

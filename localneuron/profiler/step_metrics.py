@@ -42,6 +42,6 @@ def utilisation(spans, seconds: float) -> dict:
         "hbm_bytes": moved,
         "mfu": flops / (peak * window),
         "hfu": flops / (peak * window),
-        "mbu": moved / (target.hbm_bytes_per_s_per_core * window),
+        "mbu": moved / (target.hbm_bytes_per_s * target.lnc / target.physical_cores * window),  # vs the core's HBM share
         "peak_flops_used": peak,
     }

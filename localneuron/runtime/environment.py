@@ -102,6 +102,23 @@ def text_value(text: str) -> str:
     return text
 
 
+def device_profile(text: str) -> str | None:
+    """NEURON_RT_INSPECT_DEVICE_PROFILE: None (off), "model" (first run of each executable) or "session"."""
+    value = text.lower()
+    if value in ("0", "false"):
+        return None
+    if value in ("1", "true", "model"):
+        return "model"
+    if value == "session":
+        return "session"
+    raise ValueError("expected 0, 1, model or session")
+
+
+def auto_flag(text: str) -> bool | None:
+    """A flag that may also be left to localneuron: None for auto."""
+    return None if text.lower() == "auto" else flag(text)
+
+
 # A trn2.48xlarge (the largest instance) has 16 chips: 64 logical NeuronCores, the C++ core's kMaxDevices.
 MAX_CHIPS = 16
 MAX_HBM_BYTES_PER_CORE = 1 << 40
@@ -131,9 +148,8 @@ VARIABLES = (
     Variable("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", flag, "0",
              "a native op that fails raises the documented error instead of retrying on the host"),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
-    # The compile variables (from here to TORCH_NEURONX_RETAIN_DEVICE_MODE) are parsed by
-    # compiler/settings.py (its ENV_DEFAULTS, per-user defaults, lock-timeout warning); listed here for
-    # `localneuron info` and the README, with the same defaults (tests/test_env_config.py checks).
+    # The compile variables (from here to TORCH_NEURONX_RETAIN_DEVICE_MODE) take their defaults from here
+    # but are parsed by compiler/settings.py, leniently (a bad lock timeout warns and keeps the default).
     Variable("TORCH_NEURONX_NEFF_CACHE_DIR", path, f"/tmp/neff_cache-{_UID}", "persistent compile cache directory"),
     Variable("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", path, f"/tmp/local_cache-{_UID}", "compile cache lock directory"),
     Variable("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", text_value, "600", "seconds to wait for a compile cache lock"),
@@ -147,6 +163,16 @@ VARIABLES = (
              "1: a graph that fails to compile raises; 0: it runs eagerly with a warning"),
     Variable("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", flag, "0", "1: CPU inputs of compiled functions are an error"),
     Variable("TORCH_NEURONX_RETAIN_DEVICE_MODE", flag, "0", "1: compiled outputs stay on the inputs' device"),
+    Variable("NEURON_RT_INSPECT_ENABLE", flag, "0", "1: profile the whole process without code changes (files at exit)"),
+    Variable("NEURON_RT_INSPECT_OUTPUT_DIR", path, "./output", "where the environment route writes its profile"),
+    Variable("NEURON_RT_INSPECT_SYSTEM_PROFILE", flag, "1", "the runtime layer of the environment route's profile"),
+    Variable("NEURON_RT_INSPECT_DEVICE_PROFILE", device_profile, "1",
+             "device traces: 0, 1/model (first run of each executable per core) or session (one trace)"),
+    Variable("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", integer(0, 1 << 20), "0",
+             "runs of each executable left out of the device profile first"),
+    Variable("LOCALNEURON_COMPILE_PROGRESS", auto_flag, "auto", "live compile status on stderr: auto (on a terminal), 0 or 1"),
+    Variable("LOCALNEURON_REPORT_MERGE_TIMEOUT", integer(1, 1 << 20), "300",
+             "seconds rank 0 of `localneuron run` under torchrun waits for the other ranks' reports"),
     Variable("NEURON_PLATFORM_TARGET_OVERRIDE", text_value, None,
              "NKI target generation: trn1/gen2, trn2/gen3, trn3/gen4 (unset: the simulated device's)"),
     Variable("NKI_PRECISE_FP", flag, "1", "0: NKI stores every float as fp32"),
