@@ -2,7 +2,7 @@
 
 The assets test proves TorchTitan's own tokenizer and dataset loaders accept what the recipe builds
 offline. The training test runs examples/torchtitan/run.sh on one NeuronCore; it is a strict xfail
-while the two blockers named in its reason stand, so it turns red the day the job trains.
+while the blockers named in its reason stand, so it turns red the day the job trains.
 """
 import importlib.util
 import os
@@ -43,11 +43,11 @@ def test_torchtitan_loads_the_offline_tokenizer_and_dataset(tmp_path, monkeypatc
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "TorchTitan 0.3.0 cannot train yet on neuron: (1) DTensor's OffsetBasedRNGTracker reads the device "
-    "generator state as Philox (seed, offset) and neuron's generator state is mt19937's (5056 bytes): "
-    "AssertionError at torch/distributed/tensor/_random.py:135 during init_weights; (2) past that, "
-    "torch.compile(create_block_mask) and the compiled flex_attention use Inductor, which has no "
-    "scheduling for device 'neuron' (torch/_inductor/codegen/common.py:459)."))
+    "TorchTitan 0.3.0 cannot train on neuron with torch 2.13: (1) DTensor's OffsetBasedRNGTracker reads the "
+    "device generator state as Philox (seed, offset) and neuron's is mt19937's (5056 bytes): AssertionError at "
+    "torch/distributed/tensor/_random.py:135 in init_weights; (2) torch.compile(create_block_mask) uses Inductor, "
+    "which has no scheduling for device 'neuron' (torch/_inductor/codegen/common.py:459); (3) flex_attention, "
+    "Llama 3's only attention off CUDA, refuses the device: torch/nn/attention/flex_attention.py:2093."))
 def test_llama3_debug_model_trains_on_one_neuron_core(tmp_path):
     env = {**os.environ, "TITAN_WORK_DIR": str(tmp_path), "PYTHON": sys.executable}
     run = subprocess.run(["bash", str(RECIPE / "run.sh"), "1"], env=env, capture_output=True, text=True, timeout=900)
