@@ -1,8 +1,8 @@
 """examples/torchtitan: TorchTitan 0.3.0's own trainer on `neuron` (installed by `pip install -e .[titan]`).
 
 The assets test proves TorchTitan's own tokenizer and dataset loaders accept what the recipe builds
-offline. The training test runs examples/torchtitan/run.sh with FSDP2 on two NeuronCores (two real
-processes, backend `neuron`) and the same job on the host with Gloo, and compares the losses.
+offline. The training tests run examples/torchtitan/run.sh with FSDP2 on 2 NeuronCores and FSDP2 x TP
+on 4 (real processes, backend `neuron`) and the same jobs on the host with Gloo, and compare the losses.
 """
 import importlib.util
 import os
@@ -42,9 +42,9 @@ def test_torchtitan_loads_the_offline_tokenizer_and_dataset(tmp_path, monkeypatc
     assert len(rows) == 400 and dataset.sample_processor(rows[0]).endswith(".")
 
 
-def run_recipe(work: Path, ranks: int, reference_cpu: bool) -> subprocess.Popen:
+def run_recipe(work: Path, ranks: int, overrides: tuple, reference_cpu: bool) -> subprocess.Popen:
     env = {**os.environ, "TITAN_WORK_DIR": str(work), "PYTHON": sys.executable, "REFERENCE_CPU": str(int(reference_cpu))}
-    return subprocess.Popen(["bash", str(RECIPE / "run.sh"), str(ranks)], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen(["bash", str(RECIPE / "run.sh"), str(ranks), *overrides], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -53,8 +53,13 @@ def losses(log: str) -> dict[int, float]:
     return {int(step): float(loss) for step, loss in LOSS.findall(plain)}
 
 
-def test_llama3_debug_model_fsdp2_on_two_neuron_cores_matches_cpu_gloo(tmp_path):
-    jobs = [run_recipe(tmp_path / "neuron", 2, reference_cpu=False), run_recipe(tmp_path / "cpu", 2, reference_cpu=True)]
+@pytest.mark.parametrize("ranks, overrides", [
+    (2, ()),  # FSDP2 over 2 NeuronCores
+    (4, ("--parallelism.tensor_parallel_degree", "2")),  # FSDP2 (2) x TP (2)
+], ids=["fsdp2", "fsdp2xtp"])
+def test_llama3_debug_model_on_neuron_cores_matches_cpu_gloo(tmp_path, ranks, overrides):
+    jobs = [run_recipe(tmp_path / "neuron", ranks, overrides, reference_cpu=False),
+            run_recipe(tmp_path / "cpu", ranks, overrides, reference_cpu=True)]
     try:
         logs = [job.communicate(timeout=900)[0] for job in jobs]
     finally:
