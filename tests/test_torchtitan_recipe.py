@@ -1,0 +1,74 @@
+"""examples/torchtitan: TorchTitan 0.3.0's own trainer on `neuron` (installed by `pip install -e .[titan]`).
+
+The assets test proves TorchTitan's own tokenizer and dataset loaders accept what the recipe builds
+offline. The training tests run examples/torchtitan/run.sh with FSDP2 on 2 NeuronCores and FSDP2 x TP
+on 4 (real processes, backend `neuron`) and the same jobs on the host with Gloo, and compare the losses.
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchtitan") is None,
+                                reason="torchtitan is not installed (pip install -e .[titan])")
+
+RECIPE = Path(__file__).resolve().parents[1] / "examples" / "torchtitan"
+LOSS = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+)")
+
+
+def build_assets(root: Path) -> None:
+    subprocess.run([sys.executable, str(RECIPE / "assets.py"), str(root)], check=True, timeout=300)
+
+
+def test_torchtitan_loads_the_offline_tokenizer_and_dataset(tmp_path, monkeypatch):
+    from torchtitan.components.tokenizer import HuggingFaceTokenizer
+    from torchtitan.hf_datasets.text_datasets import DATASETS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    build_assets(tmp_path)
+    tokenizer = HuggingFaceTokenizer(tokenizer_path=str(tmp_path / "tokenizer"))
+    assert tokenizer.get_vocab_size() <= 2048  # the debug model's embedding rows
+    ids = tokenizer.encode("neuron core tensor engine.", add_bos=True, add_eos=True)
+    assert ids[0] == tokenizer.bos_id and ids[-1] == tokenizer.eos_id
+    assert tokenizer.decode(ids[1:-1]) == "neuron core tensor engine."
+    dataset = DATASETS["c4_test"]
+    rows = dataset.loader(str(tmp_path / "c4_test"))
+    assert len(rows) == 400 and dataset.sample_processor(rows[0]).endswith(".")
+
+
+def run_recipe(work: Path, ranks: int, overrides: tuple, reference_cpu: bool) -> subprocess.Popen:
+    env = {**os.environ, "TITAN_WORK_DIR": str(work), "PYTHON": sys.executable, "REFERENCE_CPU": str(int(reference_cpu))}
+    return subprocess.Popen(["bash", str(RECIPE / "run.sh"), str(ranks), *overrides], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def losses(log: str) -> dict[int, float]:
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", log)  # TorchTitan colours its metrics line
+    return {int(step): float(loss) for step, loss in LOSS.findall(plain)}
+
+
+@pytest.mark.parametrize("ranks, overrides", [
+    (2, ()),  # FSDP2 over 2 NeuronCores
+    (4, ("--parallelism.tensor_parallel_degree", "2")),  # FSDP2 (2) x TP (2)
+], ids=["fsdp2", "fsdp2xtp"])
+def test_llama3_debug_model_on_neuron_cores_matches_cpu_gloo(tmp_path, ranks, overrides):
+    jobs = [run_recipe(tmp_path / "neuron", ranks, overrides, reference_cpu=False),
+            run_recipe(tmp_path / "cpu", ranks, overrides, reference_cpu=True)]
+    try:
+        logs = [job.communicate(timeout=900)[0] for job in jobs]
+    finally:
+        for job in jobs:
+            job.kill()
+    for job, log in zip(jobs, logs):
+        assert job.returncode == 0, log[-4000:]
+    assert "NEURON capacity: neuron" in logs[0] and "CPU capacity: cpu" in logs[1]  # TorchTitan's own device line
+    got, want = losses(logs[0]), losses(logs[1])
+    assert sorted(got) == [1, 2, 3] and sorted(want) == [1, 2, 3]
+    for step in want:
+        assert abs(got[step] - want[step]) < 1e-4, (step, got, want)
