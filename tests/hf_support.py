@@ -45,7 +45,10 @@ def run_script(argv: list[str], env: dict | None = None, timeout: int = 300, cwd
                 "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd)
     assert done.returncode == 0, f"{argv} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in done.stdout.splitlines() if "RESULT " in line]
+    # Ranks share one stdout: print() writes the line and its newline separately, so two ranks' results
+    # can land on one line. Each result is read as the one JSON object after its marker.
+    decoder = json.JSONDecoder()
+    results = [decoder.raw_decode(chunk.lstrip())[0] for chunk in done.stdout.split("RESULT ")[1:]]
     assert results, f"{argv} printed no RESULT line:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return sorted(results, key=lambda result: result.get("rank", 0))
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from distributed_launcher import finish, free_port
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "distributed" / "ddp_train.py"
-LOSS = re.compile(r"^rank (\d+) step (\d+) loss (\S+) device (\S+)$", re.M)
+# Two ranks share one stdout and print() writes the newline separately, so two lines can run together.
+LOSS = re.compile(r"rank (\d+) step (\d+) loss (\d+\.\d{6}) device ((?:neuron|cpu)(?::\d+)?)")
 
 
 def torchrun(*args: str, script_args: tuple = (), env: dict | None = None) -> subprocess.Popen:

@@ -36,7 +36,8 @@ def test_catalogue_covers_causal_lm_and_base_mappings():
 
     catalogue = hf_sweep.architectures()
     assert set(catalogue) == set(MODEL_MAPPING_NAMES) | set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    assert catalogue["llama"] == "LlamaForCausalLM" and catalogue["bert"] == "BertModel"
+    # a type with a causal-LM head is swept as that class (it can generate); a base-only type as its base model
+    assert catalogue["llama"] == "LlamaForCausalLM" and catalogue["bert"] == "BertLMHeadModel" and catalogue["vit"] == "ViTModel"
 
 
 @pytest.mark.slow
