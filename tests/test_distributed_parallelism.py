@@ -194,7 +194,7 @@ def test_pipeline_gpipe_and_1f1b_match_cpu_gloo():
 
 
 # -- FSDP x TP on a 2-D mesh --
-def fsdp_tp(device: str) -> dict:
+def fsdp_tp(device: str, compiled: bool = False) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -202,6 +202,8 @@ def fsdp_tp(device: str) -> dict:
     mesh = init_device_mesh(device, (2, dist.get_world_size() // 2), mesh_dim_names=("dp", "tp"))
     model = seeded(MLP).to(device)
     parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    if compiled:  # TorchTitan's order: tensor parallel, compile each block, then FSDP
+        model.compile(backend="neuron", fullgraph=True)
     fully_shard(model, mesh=mesh["dp"])
     # Ranks of one TP group share a batch; the two DP replicas see different ones.
     dp_rank = mesh.get_local_rank("dp")
@@ -218,5 +220,14 @@ def fsdp_tp(device: str) -> dict:
     return {"losses": losses, "params": full_params(model)}
 
 
+def fsdp_tp_compiled(device: str) -> dict:
+    """The neuron run compiled with backend neuron; the CPU reference stays eager."""
+    return fsdp_tp(device, compiled=device == "neuron")
+
+
 def test_fsdp_x_tp_2d_mesh_matches_cpu_gloo():
     assert_runs_match(run(__file__, "fsdp_tp", 4, timeout=180))
+
+
+def test_compiled_fsdp_x_tp_2d_mesh_matches_eager_cpu_gloo():
+    assert_runs_match(run(__file__, "fsdp_tp_compiled", 4, timeout=300), atol=1e-4, rtol=1e-4)

@@ -18,6 +18,13 @@ EAGER_NAMESPACES = {
     "localneuron_nki": "NKI kernels run on the simulated NeuronCore through the NKI simulator",
 }
 
+# higher-order op -> why it runs eagerly on the device (its eager implementation differentiates; the host
+# code generator cannot compile it)
+EAGER_HIGHER_ORDER_OPS = {
+    "flex_attention": "Inductor's host code generator lowers flex attention for inference only",
+    "flex_attention_backward": "Inductor's host code generator has no flex attention backward",
+}
+
 
 def _dtypes(node: torch.fx.Node) -> set[str]:
     dtypes = set()
@@ -38,7 +45,12 @@ class EagerOp:
 def eager_op(node: torch.fx.Node) -> EagerOp | None:
     """How `node` runs eagerly, or None when it can be compiled."""
     target = node.target
-    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+    if node.op != "call_function":
+        return None
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        why = EAGER_HIGHER_ORDER_OPS.get(target.name())
+        return EagerOp(f"higher_order::{target.name()}", why, fallback=False) if why else None
+    if not isinstance(target, torch._ops.OpOverload):
         return None
     name = target._schema.name
     if target.namespace in EAGER_NAMESPACES:

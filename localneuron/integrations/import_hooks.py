@@ -17,6 +17,7 @@ POST_IMPORT_PATCHES = {
     "safetensors.torch": "localneuron.integrations.hf.safetensors_device:patch_torch_module",
     "accelerate.utils": "localneuron.integrations.hf.accelerate_memory:patch",
     "accelerate.accelerator": "localneuron.integrations.hf.accelerate_precision:patch",
+    "torch.nn.attention.flex_attention": "localneuron.integrations.torch.flex_attention:patch",
 }
 
 _patched: set[str] = set()
