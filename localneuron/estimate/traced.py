@@ -68,3 +68,25 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
         saved_bytes=saved_bytes,
         workspace_bytes=max(0, trace.peak_bytes - parameter_bytes - constant_bytes - saved_bytes),
         fallback_ops=trace.fallback_ops, computed_in_32bit=trace.computed_in_32bit, flops=flops)
+
+
+EMPTY = TracedModule(Breakdown(), Breakdown(), Breakdown(), {}, 0, 0, 0, 0)
+
+
+def difference(more: TracedModule, fewer: TracedModule) -> TracedModule:
+    """What `more` has beyond `fewer`: the same model traced with one more layer gives the layer. The
+    transient workspace is a peak, not a sum: the layer keeps the larger one."""
+    def minus(a: Counter, b: Counter) -> Counter:
+        return Counter(a) - Counter(b)
+    phases = set(more.collectives) | set(fewer.collectives)
+    calls = {p: list(minus(Counter(more.collectives.get(p, [])), Counter(fewer.collectives.get(p, []))).elements())
+             for p in phases}
+    return TracedModule(
+        forward=more.forward + fewer.forward.scaled(-1), backward=more.backward + fewer.backward.scaled(-1),
+        eager_forward=more.eager_forward + fewer.eager_forward.scaled(-1), collectives=calls,
+        parameter_count=more.parameter_count - fewer.parameter_count,
+        parameter_bytes=more.parameter_bytes - fewer.parameter_bytes,
+        saved_bytes=more.saved_bytes - fewer.saved_bytes,
+        workspace_bytes=max(more.workspace_bytes, fewer.workspace_bytes),
+        fallback_ops=minus(more.fallback_ops, fewer.fallback_ops),
+        computed_in_32bit=minus(more.computed_in_32bit, fewer.computed_in_32bit), flops=more.flops - fewer.flops)
