@@ -92,12 +92,23 @@ def test_transformers_and_the_builder_agree_on_a_llama_decode():
     assert theirs["hbm_per_core_bytes"]["total"] == pytest.approx(ours["hbm_per_core_bytes"]["total"], rel=0.10)
 
 
-def test_a_model_without_a_tp_plan_or_with_a_mix_of_layers_is_explained():
+def test_a_mix_of_layer_kinds_is_traced_per_kind():
+    kinds = {**CONFIGS["qwen3"], "use_sliding_window": True, "sliding_window": 64, "max_window_layers": 0}
+    full = estimate({**kinds, "layer_types": ["full_attention"] * 4}, "decode", input_len=1024, output_len=64)
+    sliding = estimate({**kinds, "layer_types": ["sliding_attention"] * 4}, "decode", input_len=1024, output_len=64)
+    mixed = estimate({**kinds, "layer_types": ["full_attention", "sliding_attention"] * 2}, "decode",
+                     input_len=1024, output_len=64)
+    assert mixed["model"]["parameters"] == full["model"]["parameters"] == full_parameters(kinds)
+    # a sliding-window layer attends to 64 tokens, not 1,056: the mix costs between the two
+    assert sliding["tpot_s"] < mixed["tpot_s"] < full["tpot_s"]
+    assert mixed["tpot_s"] == pytest.approx((sliding["tpot_s"] + full["tpot_s"]) / 2, rel=0.02)
+
+
+def test_a_model_without_a_tp_plan_or_a_bad_request_is_explained():
     with pytest.raises(architecture.ConfigError, match="no tensor-parallel plan"):
         estimate(CONFIGS["gpt2"], "prefill", tp=2)
-    mixed = {**CONFIGS["qwen3"], "layer_types": ["full_attention", "sliding_attention"] * 2, "sliding_window": 64}
-    with pytest.raises(architecture.ConfigError, match="different types"):
-        estimate(mixed, "prefill")
+    with pytest.raises(architecture.ConfigError, match="layer_types"):
+        estimate({**CONFIGS["qwen3"], "layer_types": ["full_attention"]}, "prefill")
     with pytest.raises(architecture.ConfigError, match="--recompute full"):
         estimate(CONFIGS["llama"], "train", recompute="selective", global_batch=32, seq=128)
     with pytest.raises(architecture.ConfigError, match="model_type"):

@@ -7,7 +7,8 @@ Tensor parallelism follows the model's own plan (transformers' `base_model_tp_pl
 is built from a per-rank config (heads, kv heads -- replicated when fewer than the ranks --, MLP and
 vocabulary split over tp, head size kept), and the plan's column/row-parallel modules record their
 collectives. A layer is traced once: the model is traced with one and with two layers, the difference
-is the layer, the rest is the embedding, final norm and head (priced on the last pipeline stage).
+is the layer, the rest is the embedding, final norm and head (priced on the last pipeline stage). A
+model mixing kinds of layers (config `layer_types`) is traced this way per kind.
 """
 import copy
 import importlib.util
@@ -20,7 +21,7 @@ from localneuron.estimate import tensor_parallel
 from localneuron.estimate.architecture import ConfigError
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.plan import DTYPES, Request, Stack, micro_batches, schedule_inference, schedule_train
-from localneuron.estimate.traced import EMPTY, difference, trace_module
+from localneuron.estimate.traced import EMPTY, difference, mean, trace_module
 
 # config field -> what it counts; each is split over the tensor-parallel ranks (rounded up)
 SHARDED_FIELDS = {
@@ -43,9 +44,11 @@ def hf_config(config: dict):
     fields = {k: v for k, v in config.items() if k not in ("architectures", "auto_map", "quantization_config")}
     if not isinstance(fields.get("model_type"), str):
         raise ConfigError("config.json has no model_type; it is not a Hugging Face model config")
+    from huggingface_hub.errors import StrictDataclassError   # what transformers' config validators raise
+
     try:
         return transformers.AutoConfig.for_model(**fields)
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, StrictDataclassError) as error:
         raise ConfigError(f"transformers {transformers.__version__} cannot read this config: {error}") from None
 
 
@@ -53,15 +56,22 @@ def _layer_count(config) -> int:
     layers = getattr(config, "num_hidden_layers", None)
     if not isinstance(layers, int) or layers < 1:
         raise ConfigError(f"config has no positive num_hidden_layers ({layers!r}); the estimate needs the layer count")
-    types = getattr(config, "layer_types", None)
-    if types and len(set(types)) > 1:
-        raise ConfigError(f"this model's layers are of different types ({sorted(set(types))}); the estimate traces one "
-                          f"repeated layer and cannot price a mix yet")
     return layers
 
 
-def rank_config(config, tp: int, layers: int):
-    """The config of one tensor-parallel rank's shard of a model cut to `layers` layers."""
+def layer_kinds(config) -> dict:
+    """Kind of layer -> how many the model has: one kind, unless the config lists `layer_types`
+    (sliding-window and full attention layers mixed, for instance)."""
+    types = getattr(config, "layer_types", None)
+    if not types:
+        return {None: _layer_count(config)}
+    if len(types) != _layer_count(config):
+        raise ConfigError(f"config lists {len(types)} layer_types for num_hidden_layers={_layer_count(config)}")
+    return {kind: types.count(kind) for kind in dict.fromkeys(types)}
+
+
+def rank_config(config, tp: int, layers: int, kind=None):
+    """The config of one tensor-parallel rank's shard of a model cut to `layers` layers (of one kind)."""
     plan = getattr(config, "base_model_tp_plan", None) or {}
     if tp > 1 and not plan:
         raise ConfigError(f"transformers has no tensor-parallel plan for model_type {config.model_type!r}; "
@@ -70,7 +80,7 @@ def rank_config(config, tp: int, layers: int):
     shard = copy.deepcopy(config)
     shard.num_hidden_layers = layers
     if getattr(shard, "layer_types", None):
-        shard.layer_types = shard.layer_types[:1] * layers
+        shard.layer_types = [kind or shard.layer_types[0]] * layers
     if tp == 1:
         return shard
     heads = config.num_attention_heads
@@ -134,10 +144,10 @@ def _ids(batch: int, length: int) -> torch.Tensor:
     return torch.zeros(batch, length, dtype=torch.int64, device="neuron")
 
 
-def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: int, context: int) -> tuple:
-    """(traced model of `layers` layers, its cache's bytes per layer and token)"""
+def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: int, context: int, kind=None) -> tuple:
+    """(traced model of `layers` layers of one kind, its cache's bytes per layer and token)"""
     dtype = DTYPES[request.dtype]
-    model = build(rank_config(config, layout.tp, layers), dtype)
+    model = build(rank_config(config, layout.tp, layers, kind), dtype)
     tensor_parallel.add_collectives(model, _model_plan(config, request.mode == "train"), layout.tp)
     if request.mode == "train":
         ids = _ids(request.micro_batch, request.seq)
@@ -157,12 +167,18 @@ def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: in
 
 
 def stack(config, layout: Layout, request: Request, new_tokens: int, context: int = 0) -> tuple[Stack, float]:
-    """The model as a pipeline sees it, from traces of one and two layers; and the cache bytes per layer and token."""
+    """The model as a pipeline sees it, from traces of one and two layers of each kind (a mix of kinds is
+    priced as their average layer); and the cache bytes per layer and token."""
     layers = _layer_count(config)
-    one, _ = _trace(config, 1, layout, request, new_tokens, context)
-    two, cached = _trace(config, 2, layout, request, new_tokens, context)
-    layer = difference(two, one)
-    rest = difference(one, layer)
+    kinds, rest, cached = [], None, 0.0
+    for kind, count in layer_kinds(config).items():
+        one, _ = _trace(config, 1, layout, request, new_tokens, context, kind)
+        two, cached_by_kind = _trace(config, 2, layout, request, new_tokens, context, kind)
+        kinds.append((difference(two, one), count))
+        if rest is None:
+            rest = difference(one, kinds[0][0])
+        cached += cached_by_kind * count / layers
+    layer = kinds[0][0] if len(kinds) == 1 else mean(kinds)
     batch = request.micro_batch if request.mode == "train" else request.batch
     dtype = DTYPES[request.dtype]
     forward_flops = (layer.flops * layers + rest.flops) * layout.tp
@@ -187,8 +203,8 @@ def estimate(config_json: dict, layout: Layout, request: Request) -> tuple[dict,
         if request.mode == "decode":
             decode, cached = stack(config, layout, request, 1, request.input_len + request.output_len // 2)
             total += request.output_len
-        if not cached:   # a prefill that started from nothing: measure its own cache
-            _, cached = _trace(config, 1, layout, request, 1, request.input_len)
+        if not cached:   # a prefill that started from nothing: measure the cache it leaves
+            cached = stack(config, layout, request, 1, request.input_len)[1]
         kv_cache = math.ceil(prefill.layers / layout.pp) * cached * total
         result = schedule_inference(prefill, decode, layout, request, kv_cache)
     layers = result["traced"][0]
@@ -206,8 +222,13 @@ def _parameters(config) -> int:
     import transformers
 
     counts = []
-    for layers in (1, 2):
-        with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(rank_config(config, 1, layers))
-        counts.append(sum(p.numel() for p in model.parameters()))
-    return counts[0] + (counts[1] - counts[0]) * (_layer_count(config) - 1)
+    total = 0
+    for kind, count in layer_kinds(config).items():
+        counts = []
+        for layers in (1, 2):
+            with torch.device("meta"):
+                model = transformers.AutoModelForCausalLM.from_config(rank_config(config, 1, layers, kind))
+            counts.append(sum(p.numel() for p in model.parameters()))
+        total = total or counts[0] - (counts[1] - counts[0])   # embedding, final norm, head
+        total += (counts[1] - counts[0]) * count
+    return total

@@ -90,3 +90,33 @@ def difference(more: TracedModule, fewer: TracedModule) -> TracedModule:
         workspace_bytes=max(more.workspace_bytes, fewer.workspace_bytes),
         fallback_ops=minus(more.fallback_ops, fewer.fallback_ops),
         computed_in_32bit=minus(more.computed_in_32bit, fewer.computed_in_32bit), flops=more.flops - fewer.flops)
+
+
+def mean(parts: list[tuple[TracedModule, int]]) -> TracedModule:
+    """The average of layers of different kinds, each (traced layer, how many the model has)."""
+    total = sum(n for _, n in parts)
+
+    def average(get):
+        return sum(get(t) * n for t, n in parts) / total
+
+    def breakdown(get):
+        out = Breakdown()
+        for t, n in parts:
+            out += get(t).scaled(n / total)
+        return out
+    calls = {}
+    for t, n in parts:   # every layer's collectives, weighted by calls per layer on average
+        for phase, listed in t.collectives.items():
+            calls.setdefault(phase, []).extend((kind, nbytes * n / total) for kind, nbytes in listed)
+    fallback, narrowed = Counter(), Counter()
+    for t, _ in parts:
+        fallback.update(t.fallback_ops)
+        narrowed.update(t.computed_in_32bit)
+    return TracedModule(
+        forward=breakdown(lambda t: t.forward), backward=breakdown(lambda t: t.backward),
+        eager_forward=breakdown(lambda t: t.eager_forward), collectives=calls,
+        parameter_count=round(average(lambda t: t.parameter_count)),
+        parameter_bytes=round(average(lambda t: t.parameter_bytes)),
+        saved_bytes=round(average(lambda t: t.saved_bytes)),
+        workspace_bytes=max(t.workspace_bytes for t, _ in parts), fallback_ops=fallback,
+        computed_in_32bit=narrowed, flops=average(lambda t: t.flops))
