@@ -211,13 +211,13 @@ def estimate(config_json: dict, layout: Layout, request: Request) -> tuple[dict,
     return {
         "model_type": config.model_type, "built_with": f"transformers {transformers.__version__} "
         f"(AutoModelForCausalLM.from_config on fake neuron tensors, one layer traced)",
-        "parameters": _parameters(config), "layers": _layer_count(config), "hidden_size": config.hidden_size,
+        "parameters": parameter_count(config), "layers": _layer_count(config), "hidden_size": config.hidden_size,
         "heads": config.num_attention_heads, "kv_heads": getattr(config, "num_key_value_heads", None)
         or config.num_attention_heads, "vocab_size": config.vocab_size,
         "rank_layer_parameters": layers.parameter_count}, result
 
 
-def _parameters(config) -> int:
+def parameter_count(config) -> int:
     """The whole model's parameters (unsharded), from meta-device builds of one and two layers."""
     import transformers
 
