@@ -39,7 +39,8 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
     with trace:
         trace.track(parameters + [t for t in inputs if isinstance(t, torch.Tensor)] + constant_tensors)
         fixed = {trace.key(t) for t in parameters + constant_tensors}
-        with trace.saving():
+        # inference runs without autograd: nothing is kept for a backward, so nothing extra reaches HBM
+        with trace.saving(), torch.set_grad_enabled(train):
             out = module(*inputs, *constants)
         forward_out = [trace.key(t) for t in (out if isinstance(out, tuple) else (out,))]
         if train:
