@@ -1,6 +1,7 @@
 """`localneuron estimate --hf-config` with transformers: the model is the one AutoModelForCausalLM.from_config
 builds (any causal LM), traced on fake neuron tensors; tensor parallelism follows the model's own plan."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,14 @@ def test_cli_without_transformers_says_so_and_uses_the_builder(tmp_path, monkeyp
     assert "transformers is not installed" in out.err and "localneuron's Megatron-style builder" in out.out
     assert main(["estimate", "--hf-config", str(path), "--mode", "prefill", "--builder", "transformers"]) == 2
     assert "pip install 'localneuron[hf]'" in capsys.readouterr().err
+
+
+def test_fits_is_right_for_70b_models_built_by_transformers():
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "configs"
+    llama_31 = json.loads((root / "llama-3.1-70b.json").read_text())
+    e = run.estimate_hf(llama_31, TRN1, Layout.make(TRN1, 32, 32, 8, 4),
+                        plan.Request(mode="train", global_batch=1024, seq=2048, recompute="full"))
+    assert e["fits"], e["hbm_per_core_bytes"]
+    llama_3 = json.loads((root / "llama-3-70b.json").read_text())
+    e = run.estimate_hf(llama_3, TRN1, Layout.make(TRN1, 1, 1, 1, 1), plan.Request(mode="decode", output_len=16))
+    assert not e["fits"] and e["hbm_per_core_bytes"]["parameters"] > 2 * 70e9
