@@ -8,7 +8,7 @@ import sys
 def add_parser(commands) -> None:
     p = commands.add_parser(
         "estimate", help="estimate step time / TTFT / TPOT and HBM per core on trn1/trn2/trn3, without running",
-        description="Traces the model on meta tensors with the neuron device's op routing and prices it with "
+        description="Traces the model on fake neuron tensors with the device's op routing and prices it with "
                     "the cost model (an estimate, not a measurement; docs/calibration.md shows its error).")
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--hf-config", metavar="CONFIG.json", help="a Hugging Face config.json (no weights, no network)")
