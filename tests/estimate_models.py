@@ -32,3 +32,41 @@ class Orthogonalise(nn.Module):
 
 def with_a_fallback():
     return Orthogonalise(), (torch.randn(16, 16),)
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+
+
+class ParallelMLP(nn.Module):
+    """Blocks written for tensor parallelism (the widths come from the weights), declaring which Linear
+    layers are column- and row-parallel."""
+    tp_plan = {"blocks.*.up": "colwise", "blocks.*.down": "rowwise"}
+
+    def __init__(self, width=256, layers=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(width) for _ in range(layers))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def parallel_mlp():
+    return ParallelMLP(), (torch.randn(8, 64, 256),)
+
+
+def tiny_llama():
+    """A small transformers Llama with its cache: a decode the device runs for real."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+    return transformers.LlamaForCausalLM(config), (torch.randint(0, 512, (4, 512)),)

@@ -159,9 +159,20 @@ def test_cli_prints_a_summary_and_writes_json(tmp_path):
     r = localneuron("estimate", "--hf-config", str(CONFIGS / "llama-2-13b.json"), "--target", "trn1", "--nodes", "1",
                     "--tp", "32", "--mode", "decode", "--input-len", "4096", "--output-len", "4096", "--json", str(out))
     assert r.returncode == 0, r.stderr
-    assert "time per output token" in r.stdout and "HBM per NeuronCore" in r.stdout
+    assert "time per output token" in r.stdout and "HBM per NeuronCore" in r.stdout and "model built with" in r.stdout
     data = json.loads(out.read_text())
     assert data["fits"] is True and data["tpot_s"] > 0 and data["layout"]["tp"] == 32
+
+
+def test_cli_estimates_a_model_factory_with_tensor_and_pipeline_parallelism(tmp_path):
+    out = tmp_path / "estimate.json"
+    r = localneuron("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--target", "trn1",
+                    "--tp", "2", "--pp", "2", "--dp", "1", "--mode", "train", "--global-batch", "32", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "estimated device time of one training step: eager" in r.stdout
+    data = json.loads(out.read_text())
+    assert data["layout"]["tp"] == 2 and data["layout"]["pp"] == 2 and data["breakdown"]["pipeline_bubble"] > 0
+    assert sum(data["breakdown"].values()) == pytest.approx(data["step_s"])
 
 
 def test_cli_rejects_bad_input_with_a_clear_message(tmp_path):
@@ -181,7 +192,7 @@ def test_builder_and_transformers_describe_the_same_model(config):
     from localneuron.estimate import hf
 
     raw, arch = architecture.load(str(CONFIGS / config))
-    assert hf.check(raw, arch)["parameters"] == arch.parameters
-    changed = {**raw, "tie_word_embeddings": not arch.tied_embeddings}
-    with pytest.raises(architecture.ConfigError, match="--model-fn"):
-        hf.check(changed, arch)
+    assert hf.parameter_count(hf.hf_config(raw)) == arch.parameters
+    untied = architecture.from_config({**raw, "tie_word_embeddings": not arch.tied_embeddings})
+    assert hf.parameter_count(hf.hf_config({**raw, "tie_word_embeddings": not arch.tied_embeddings})) == \
+        untied.parameters != arch.parameters

@@ -101,6 +101,12 @@ def from_config(config: dict) -> Architecture:
 
 
 def load(path: str) -> tuple[dict, Architecture]:
+    config = read(path)
+    return config, from_config(config)
+
+
+def read(path: str) -> dict:
+    """A config.json as a JSON object, with a clear error for a missing or broken file."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"--hf-config {path}: no such file")
@@ -108,7 +114,9 @@ def load(path: str) -> tuple[dict, Architecture]:
         config = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"--hf-config {path} is not valid JSON: {error}") from None
-    return config, from_config(config)
+    if not isinstance(config, dict):
+        raise ConfigError(f"--hf-config {path} must hold a JSON object")
+    return config
 
 
 def shard(n: int, parts: int) -> int:

@@ -1,4 +1,6 @@
-"""`--model-fn module:function`: any PyTorch model, estimated whole on one NeuronCore per replica.
+"""`--model-fn module:function`: any PyTorch model. Tensor parallelism follows the plan the model declares
+(tensor_parallel.py); pipeline stages split its largest nn.ModuleList evenly; decode uses a
+transformers-style cache.
 
 The factory returns (model, example inputs). It runs on fake neuron tensors, so nothing is
 allocated; the model then does what a training script does -- two steps of forward, backward and
@@ -19,7 +21,8 @@ from localneuron.costmodel import ops as cost_ops
 from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
-from localneuron.estimate import plan
+from localneuron.estimate import plan, tensor_parallel
+from localneuron.estimate.hf import cache_tensors
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.trace import Trace, cast, fake_device
 
@@ -68,20 +71,50 @@ def _loss(out):
 
 
 def estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> dict:
-    if layout.tp != 1 or layout.pp != 1:
-        raise ValueError("--model-fn estimates one whole replica per NeuronCore (data parallel only); "
-                         "tensor and pipeline parallelism need --hf-config")
-    if request.mode == "decode":
-        raise ValueError("--mode decode needs a KV cache the estimate builds from --hf-config; use --mode prefill "
-                         "for one forward of a --model-fn model")
     with fake_device():
         return _estimate(spec, chip, layout, request)
 
 
+def _stage_blocks(model: torch.nn.Module, pp: int) -> torch.nn.ModuleList | None:
+    """The layer stack pipeline stages split: the model's largest nn.ModuleList."""
+    if pp == 1:
+        return None
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    blocks = max(lists, key=len, default=None)
+    if blocks is None or len(blocks) < pp:
+        raise ValueError(f"--pp {pp} with --model-fn splits the model's largest nn.ModuleList into stages; this "
+                         f"model has {'none' if blocks is None else f'one of {len(blocks)} blocks'}")
+    return blocks
+
+
+def _decode(model, inputs):
+    """Prefill the example inputs with a cache, then one new token: a transformers-style forward."""
+    try:
+        out = model(*inputs, use_cache=True)
+    except TypeError as error:
+        raise ValueError(f"--mode decode with --model-fn needs a transformers-style forward(input_ids, "
+                         f"past_key_values=..., use_cache=True); this model's forward refused: {error}") from None
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        raise ValueError("--mode decode with --model-fn: the model's output has no past_key_values to decode from")
+    return cache
+
+
 def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> dict:
     model, inputs = build(load(spec), plan.DTYPES[request.dtype])
+    tp_plan = tensor_parallel.declared_plan(model)
+    if layout.tp > 1 and not tp_plan:
+        raise ValueError("--tp with --model-fn needs the model to declare tp_plan = {module-name pattern: 'colwise' | "
+                         "'rowwise'} (transformers' convention) naming its column- and row-parallel nn.Linear layers")
+    tensor_parallel.shard_linears(model, tp_plan, layout.tp)
+    tensor_parallel.add_collectives(model, tp_plan, layout.tp)
+    blocks = _stage_blocks(model, layout.pp)
+    boundary = []
+    if blocks is not None:
+        blocks[0].register_forward_hook(lambda m, a, out: boundary.append(tree_flatten(out)[0][0]))
     parameters = list(model.parameters())
     trace = Trace()
+    cache_bytes = 0
     train = request.mode == "train"
     model.train(train)
     with trace:
@@ -101,54 +134,86 @@ def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> d
                 del loss
         else:
             with torch.no_grad():
-                model(*inputs)
-    phases = ("forward", "backward", "optimizer") if train else ("forward",)
+                if request.mode == "decode":
+                    cache = _decode(model, inputs)
+                    trace.begin("decode")
+                    model(inputs[0][:, -1:], *inputs[1:], past_key_values=cache, use_cache=True)
+                    cache_bytes = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
+                else:
+                    model(*inputs)
+    phases = {"train": ("forward", "backward", "optimizer"), "prefill": ("forward",),
+              "decode": ("forward", "decode")}[request.mode]
     last = {name: max(i for i, p in enumerate(trace.phases) if p.name == name) for name in phases}
-    eager, compiled = Breakdown(), Breakdown()
+    eager, compiled = {}, {}
     for name in phases:
-        ops = trace.phases[last[name]].ops
-        consumed = {key for op in ops for key, _ in op.inputs}
-        outputs = {key for op in ops for key, _ in op.outputs if key not in consumed}
-        eager += cost_ops.eager_sequence(chip, ops)
-        compiled += cost_ops.graph(chip, ops, outputs)
+        phase = trace.phases[last[name]]
+        consumed = {key for op in phase.ops for key, _ in op.inputs}
+        outputs = {key for op in phase.ops for key, _ in op.outputs if key not in consumed}
+        eager[name] = cost_ops.eager_sequence(chip, phase.ops)
+        compiled[name] = cost_ops.graph(chip, phase.ops, outputs) + Breakdown(collectives=sum(
+            collectives.KINDS[kind](chip, nbytes, layout.tensor_group()) for kind, nbytes in phase.collectives))
     parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
-    if train and layout.dp > 1:
-        compiled.collectives += collectives.all_reduce(chip, parameter_bytes, layout.data_group())
-    flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
-                for name in phases for op in trace.phases[last[name]].ops)
-    step_s = compiled.total
     batch = next((t.shape[0] for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.dim()), 1)
-    capacity = chip.hbm_bytes_per_core
-    result = {
-        "model": {"factory": spec, "parameters": sum(p.numel() for p in parameters)},
-        "target": chip.name,
-        "layout": {"nodes": layout.nodes, "tp": 1, "pp": 1, "dp": layout.dp, "world": layout.world,
-                   "cores_per_node": chip.cores_per_instance},
-        "request": {"mode": request.mode, "dtype": request.dtype, "batch": batch},
-        "breakdown": compiled.as_dict(),
-        "eager_s": eager.total,
-        "hbm_per_core_bytes": {"parameters": parameter_bytes,
-                               "gradients": parameter_bytes if train else 0,
-                               "optimizer_state": 2 * parameter_bytes if train else 0,
-                               "activations": max(0, trace.peak_bytes - (4 if train else 1) * parameter_bytes),
-                               "kv_cache": 0, "total": trace.peak_bytes},
-        "hbm_capacity_per_core_bytes": capacity,
-        "fits": trace.peak_bytes <= capacity,
-        "ops": {"cpu_fallbacks": dict(trace.fallback_ops), "computed_in_32bit": dict(trace.computed_in_32bit)},
-        "assumptions": plan.assumptions(),
-    }
+    boundary_bytes = boundary[-1].numel() * boundary[-1].element_size() if boundary else 0
+    pp = layout.pp
+    result = {"model": {"factory": spec, "parameters": sum(p.numel() for p in parameters) * layout.tp,
+                        "rank_parameters": sum(p.numel() for p in parameters), "tp_plan": tp_plan},
+              "target": chip.name,
+              "layout": {"nodes": layout.nodes, "tp": layout.tp, "pp": pp, "dp": layout.dp, "world": layout.world,
+                         "cores_per_node": chip.cores_per_instance},
+              "request": {"mode": request.mode, "dtype": request.dtype, "batch": batch}}
+    across = layout.stage_boundary_crosses_instances()
     if train:
-        result.update(step_s=step_s, seq_per_s=batch * layout.dp / step_s,
-                      mfu=flops / step_s / chip.bf16_flops_per_core)
+        global_batch = request.global_batch or batch * layout.dp
+        if global_batch % (batch * layout.dp):
+            raise plan.RequestError(f"--global-batch {global_batch} is not a multiple of the example inputs' batch x "
+                                    f"dp = {batch} x {layout.dp}")
+        micro = global_batch // (batch * layout.dp)
+        stage = (compiled["forward"] + compiled["backward"]).scaled(1 / pp)
+        if pp > 1:
+            stage.collectives += 2 * collectives.send_recv(chip, boundary_bytes, across)
+        step = stage.scaled(micro)
+        step.pipeline_bubble = (pp - 1) * stage.total
+        step += compiled["optimizer"].scaled(1 / pp)
+        if layout.dp > 1:
+            step.collectives += collectives.all_reduce(chip, parameter_bytes / pp, layout.data_group())
+        flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
+                    for name in ("forward", "backward") for op in trace.phases[last[name]].ops)
+        result.update(step_s=step.total, seq_per_s=global_batch / step.total,
+                      mfu=flops * micro * layout.dp * layout.tp / step.total / (layout.world * chip.bf16_flops_per_core),
+                      micro_batches_per_step=micro, breakdown=step.as_dict(),
+                      eager_s=sum(e.total for e in eager.values()))
+        fixed = 4 * parameter_bytes   # parameters, gradients, AdamW's two moments
+        activations = max(0, trace.peak_bytes - fixed)
+        memory = {"parameters": parameter_bytes // pp, "gradients": parameter_bytes // pp,
+                  "optimizer_state": 2 * parameter_bytes // pp,
+                  "activations": activations * min(pp, micro) // pp, "kv_cache": 0}
     else:
-        result["ttft_s"] = step_s
+        for name in phases:   # one request goes through the stages one after the other
+            if pp > 1:
+                compiled[name].collectives += (pp - 1) * collectives.send_recv(chip, boundary_bytes, across)
+        first = compiled["forward"]
+        result.update(ttft_s=first.total, breakdown=first.as_dict(), eager_s=eager["forward"].total)
+        if request.mode == "decode":
+            result.update(tpot_s=compiled["decode"].total, breakdown=compiled["decode"].as_dict(),
+                          prefill_breakdown=first.as_dict(), eager_s=eager["decode"].total)
+        memory = {"parameters": parameter_bytes // pp, "gradients": 0, "optimizer_state": 0,
+                  "activations": max(0, trace.peak_bytes - parameter_bytes - cache_bytes), "kv_cache": cache_bytes // pp}
+    memory["total"] = sum(memory.values())
+    capacity = chip.hbm_bytes_per_core
+    result.update({
+        "hbm_per_core_bytes": memory, "hbm_capacity_per_core_bytes": capacity, "fits": memory["total"] <= capacity,
+        "ops": {"cpu_fallbacks": dict(trace.fallback_ops), "computed_in_32bit": dict(trace.computed_in_32bit)},
+        "assumptions": plan.assumptions() + [
+            "--model-fn: pipeline stages split the traced step evenly (the blocks of the model's largest "
+            "nn.ModuleList); one stage's block output crosses each boundary"]})
     return result
 
 
 def summary(e: dict) -> str:
     req = e["request"]
-    seconds = e["step_s"] if req["mode"] == "train" else e["ttft_s"]
-    what = "training step" if req["mode"] == "train" else "forward"
+    seconds = e[{"train": "step_s", "prefill": "ttft_s", "decode": "tpot_s"}[req["mode"]]]
+    what = {"train": "training step", "prefill": "forward", "decode": "decode step"}[req["mode"]]
     lines = [f"localneuron estimate: {e['model']['factory']} ({e['model']['parameters']:,} parameters) on {e['target']}, "
              f"{req['mode']}, {req['dtype']}, batch {req['batch']} (an estimate from the cost model, not a measurement)",
              f"  estimated device time of one {what}: eager {seconds_text(e['eager_s'])}, "

@@ -8,11 +8,33 @@ from localneuron.estimate.trace import fake_device
 MODES = ("train", "prefill", "decode")
 
 
-def estimate(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> dict:
+def _check_mode(request: plan.Request) -> None:
     if request.mode not in MODES:
         raise plan.RequestError(f"--mode must be one of {MODES}, got {request.mode!r}")
+
+
+def estimate(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> dict:
+    """With localneuron's own Megatron-style builder (Llama and GPT families)."""
+    _check_mode(request)
     with fake_device():
         result = plan.train(arch, layout, request) if request.mode == "train" else plan.inference(arch, layout, request)
+    model = {"model_type": arch.model_type, "built_with": "localneuron's Megatron-style builder",
+             "parameters": arch.parameters, "layers": arch.layers, "hidden_size": arch.hidden, "heads": arch.heads,
+             "kv_heads": arch.kv_heads, "vocab_size": arch.vocab}
+    return _answer(model, result, chip, layout, request)
+
+
+def estimate_hf(config: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:
+    """With the model transformers builds from the config (any causal LM it knows)."""
+    from localneuron.estimate import hf
+
+    _check_mode(request)
+    with fake_device():
+        model, result = hf.estimate(config, layout, request)
+    return _answer(model, result, chip, layout, request)
+
+
+def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:
     traced = result.pop("traced")
     fallbacks, narrowed = {}, {}
     for t in traced:
@@ -23,8 +45,7 @@ def estimate(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reque
     capacity = chip.hbm_bytes_per_core
     memory = result["hbm_per_core_bytes"]
     return {
-        "model": {"model_type": arch.model_type, "parameters": arch.parameters, "layers": arch.layers,
-                  "hidden_size": arch.hidden, "heads": arch.heads, "kv_heads": arch.kv_heads, "vocab_size": arch.vocab},
+        "model": model,
         "target": chip.name,
         "layout": {"nodes": layout.nodes, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "world": layout.world,
                    "cores_per_node": chip.cores_per_instance},
@@ -53,7 +74,7 @@ def summary(e: dict) -> str:
     m, lay, req = e["model"], e["layout"], e["request"]
     lines = [f"localneuron estimate: {m['model_type']} {m['parameters'] / 1e9:.1f}B parameters on {lay['nodes']} "
              f"{e['target']} node(s) ({lay['world']} NeuronCores: tp={lay['tp']} pp={lay['pp']} dp={lay['dp']}), "
-             f"{req['mode']}, {req['dtype']} (an estimate from the cost model, not a measurement)"]
+             f"{req['mode']}, {req['dtype']} (an estimate from the cost model, not a measurement)", f"  model built with {m['built_with']}"]
     if req["mode"] == "train":
         lines.append(f"  step {_ms(e['step_s'])}: {e['seq_per_s']:.2f} sequences/s, {e['tokens_per_s']:,.0f} tokens/s, "
                      f"MFU {100 * e['mfu']:.1f}% (micro-batch {req['micro_batch']}, global batch {req['global_batch']}, "

@@ -39,7 +39,8 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
     with trace:
         trace.track(parameters + [t for t in inputs if isinstance(t, torch.Tensor)] + constant_tensors)
         fixed = {trace.key(t) for t in parameters + constant_tensors}
-        with trace.saving():
+        # inference runs without autograd: nothing is kept for a backward, so nothing extra reaches HBM
+        with trace.saving(), torch.set_grad_enabled(train):
             out = module(*inputs, *constants)
         forward_out = [trace.key(t) for t in (out if isinstance(out, tuple) else (out,))]
         if train:
@@ -68,3 +69,55 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
         saved_bytes=saved_bytes,
         workspace_bytes=max(0, trace.peak_bytes - parameter_bytes - constant_bytes - saved_bytes),
         fallback_ops=trace.fallback_ops, computed_in_32bit=trace.computed_in_32bit, flops=flops)
+
+
+EMPTY = TracedModule(Breakdown(), Breakdown(), Breakdown(), {}, 0, 0, 0, 0)
+
+
+def difference(more: TracedModule, fewer: TracedModule) -> TracedModule:
+    """What `more` has beyond `fewer`: the same model traced with one more layer gives the layer. The
+    transient workspace is a peak, not a sum: the layer keeps the larger one."""
+    def minus(a: Counter, b: Counter) -> Counter:
+        return Counter(a) - Counter(b)
+    phases = set(more.collectives) | set(fewer.collectives)
+    calls = {p: list(minus(Counter(more.collectives.get(p, [])), Counter(fewer.collectives.get(p, []))).elements())
+             for p in phases}
+    return TracedModule(
+        forward=more.forward + fewer.forward.scaled(-1), backward=more.backward + fewer.backward.scaled(-1),
+        eager_forward=more.eager_forward + fewer.eager_forward.scaled(-1), collectives=calls,
+        parameter_count=more.parameter_count - fewer.parameter_count,
+        parameter_bytes=more.parameter_bytes - fewer.parameter_bytes,
+        saved_bytes=more.saved_bytes - fewer.saved_bytes,
+        workspace_bytes=max(more.workspace_bytes, fewer.workspace_bytes),
+        fallback_ops=minus(more.fallback_ops, fewer.fallback_ops),
+        computed_in_32bit=minus(more.computed_in_32bit, fewer.computed_in_32bit), flops=more.flops - fewer.flops)
+
+
+def mean(parts: list[tuple[TracedModule, int]]) -> TracedModule:
+    """The average of layers of different kinds, each (traced layer, how many the model has)."""
+    total = sum(n for _, n in parts)
+
+    def average(get):
+        return sum(get(t) * n for t, n in parts) / total
+
+    def breakdown(get):
+        out = Breakdown()
+        for t, n in parts:
+            out += get(t).scaled(n / total)
+        return out
+    calls = {}
+    for t, n in parts:   # every layer's collectives, weighted by calls per layer on average
+        for phase, listed in t.collectives.items():
+            calls.setdefault(phase, []).extend((kind, nbytes * n / total) for kind, nbytes in listed)
+    fallback, narrowed = Counter(), Counter()
+    for t, _ in parts:
+        fallback.update(t.fallback_ops)
+        narrowed.update(t.computed_in_32bit)
+    return TracedModule(
+        forward=breakdown(lambda t: t.forward), backward=breakdown(lambda t: t.backward),
+        eager_forward=breakdown(lambda t: t.eager_forward), collectives=calls,
+        parameter_count=round(average(lambda t: t.parameter_count)),
+        parameter_bytes=round(average(lambda t: t.parameter_bytes)),
+        saved_bytes=round(average(lambda t: t.saved_bytes)),
+        workspace_bytes=max(t.workspace_bytes for t, _ in parts), fallback_ops=fallback,
+        computed_in_32bit=narrowed, flops=average(lambda t: t.flops))
