@@ -34,17 +34,27 @@ def tiny_llama(seed: int = 0, **overrides):
 EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "hf"
 
 
+# what torch itself keeps in the temporary directory: torchrun's logs (also under `accelerate launch`; torch
+# never removes them) and Inductor's cache root (persistent by design, shared by every run of the user)
+TORCH_OWNED_TEMPORARIES = ("torchelastic_", "torchinductor_")
+
+
 def run_script(argv: list[str], env: dict | None = None, timeout: int = 300, cwd=None) -> list[dict]:
     """Runs a command in fresh processes (bounded in time) and returns the `RESULT {json}` line of each rank,
-    ordered by rank. Fails with the command's output when it fails."""
+    ordered by rank. Fails with the command's output when it fails or leaves temporary files behind (the
+    command gets a temporary directory of its own as TMPDIR)."""
     import json
     import os
     import subprocess
+    import tempfile
 
-    full_env = {**os.environ, "TORCH_NEURONX_LOG_LEVEL": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd)
-    assert done.returncode == 0, f"{argv} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    with tempfile.TemporaryDirectory(prefix="hf-run-") as scratch:
+        full_env = {**os.environ, "TORCH_NEURONX_LOG_LEVEL": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                    "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "TMPDIR": scratch, **(env or {})}
+        done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd)
+        assert done.returncode == 0, f"{argv} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        left_behind = sorted(name for name in os.listdir(scratch) if not name.startswith(TORCH_OWNED_TEMPORARIES))
+        assert not left_behind, f"{argv} left temporary files behind: {left_behind}"
     # Ranks share one stdout: print() writes the line and its newline separately, so two ranks' results
     # can land on one line. Each result is read as the one JSON object after its marker.
     decoder = json.JSONDecoder()

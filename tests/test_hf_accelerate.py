@@ -13,13 +13,12 @@ SCRIPT = EXAMPLES / "accelerate_train.py"
 
 
 @pytest.fixture(scope="module")
-def two_rank_runs(tmp_path_factory):
-    runs = {}
-    for name, env, precision in (("neuron-bf16", {}, "bf16"), ("neuron", {}, "no"),
-                                 ("cpu", {"ACCELERATE_USE_CPU": "1"}, "no")):
-        state = tmp_path_factory.mktemp(name)
-        runs[name] = accelerate_launch(2, SCRIPT, "--mixed-precision", precision, "--state-dir", str(state), env=env)
-    return runs
+def two_rank_runs():
+    # the example's default state directory: rank 0 creates it, every rank saves and loads there, rank 0
+    # removes it (run_script fails a run that leaves temporary files behind)
+    return {name: accelerate_launch(2, SCRIPT, "--mixed-precision", precision, env=env)
+            for name, env, precision in (("neuron-bf16", {}, "bf16"), ("neuron", {}, "no"),
+                                         ("cpu", {"ACCELERATE_USE_CPU": "1"}, "no"))}
 
 
 def test_launch_runs_one_neuron_core_per_rank(two_rank_runs):
