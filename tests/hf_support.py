@@ -34,17 +34,40 @@ def tiny_llama(seed: int = 0, **overrides):
 EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "hf"
 
 
-def run_script(argv: list[str], env: dict | None = None, timeout: int = 300, cwd=None) -> list[dict]:
-    """Runs a command in fresh processes (bounded in time) and returns the `RESULT {json}` line of each rank,
-    ordered by rank. Fails with the command's output when it fails."""
-    import json
+# what torch itself keeps in the temporary directory: torchrun's logs (also under `accelerate launch`; torch
+# never removes them) and Inductor's cache root (persistent by design, shared by every run of the user)
+TORCH_OWNED_TEMPORARIES = ("torchelastic_", "torchinductor_")
+
+
+def _environment(scratch: str, env: dict | None) -> dict:
+    import os
+
+    return {**os.environ, "TORCH_NEURONX_LOG_LEVEL": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "TMPDIR": scratch, **(env or {})}
+
+
+def _run_in_scratch(argv: list[str], env: dict | None, timeout: int, cwd=None):
+    """Runs a command (bounded in time) with a temporary directory of its own as TMPDIR; returns the completed
+    process and what the command left in that directory."""
     import os
     import subprocess
+    import tempfile
 
-    full_env = {**os.environ, "TORCH_NEURONX_LOG_LEVEL": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    done = subprocess.run(argv, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd)
+    with tempfile.TemporaryDirectory(prefix="hf-run-") as scratch:
+        done = subprocess.run(argv, capture_output=True, text=True, env=_environment(scratch, env), timeout=timeout,
+                              cwd=cwd)
+        left_behind = sorted(name for name in os.listdir(scratch) if not name.startswith(TORCH_OWNED_TEMPORARIES))
+    return done, left_behind
+
+
+def run_script(argv: list[str], env: dict | None = None, timeout: int = 300, cwd=None) -> list[dict]:
+    """Runs a command in fresh processes and returns the `RESULT {json}` line of each rank, ordered by rank.
+    Fails with the command's output when it fails or leaves temporary files behind."""
+    import json
+
+    done, left_behind = _run_in_scratch(argv, env, timeout, cwd)
     assert done.returncode == 0, f"{argv} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert not left_behind, f"{argv} left temporary files behind: {left_behind}"
     # Ranks share one stdout: print() writes the line and its newline separately, so two ranks' results
     # can land on one line. Each result is read as the one JSON object after its marker.
     decoder = json.JSONDecoder()
@@ -78,3 +101,13 @@ def python_script(script, *args: str, env: dict | None = None, timeout: int = 30
     import sys
 
     return run_script([sys.executable, str(script), *args], env=env, timeout=timeout)
+
+
+def failing_python_script(script, *args: str, env: dict | None = None, timeout: int = 300) -> str:
+    """The standard error of a script run that must fail (and clean up after itself all the same)."""
+    import sys
+
+    done, left_behind = _run_in_scratch([sys.executable, str(script), *args], env, timeout)
+    assert done.returncode != 0, f"{script} {args} was expected to fail:\n{done.stdout[-3000:]}"
+    assert not left_behind, f"{script} {args} left temporary files behind: {left_behind}"
+    return done.stderr

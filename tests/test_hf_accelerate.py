@@ -1,11 +1,13 @@
-"""Accelerate on `neuron`: Accelerator() picks the device, `accelerate launch` runs MULTI_NEURON ranks,
-save_state / load_state restore the run on every rank (safetensors onto `neuron` through localneuron's
-integration), bf16 mixed precision trains, losses match the CPU + Gloo run, and the fp16 refusal is one
-clear message."""
+"""Accelerate on `neuron`: Accelerator() picks the device in a plain process, `accelerate launch` runs
+MULTI_NEURON ranks, save_state / load_state restore the run on every rank (safetensors onto `neuron` through
+localneuron's integration), bf16 mixed precision trains, losses match the CPU (+ Gloo) run, and the fp16
+refusal is one clear message, in the code and in the portability report."""
+import re
+
 import pytest
 import torch
 
-from hf_support import EXAMPLES, accelerate_launch, require
+from hf_support import EXAMPLES, accelerate_launch, failing_python_script, python_script, require
 
 require("transformers", "accelerate", "safetensors")
 
@@ -13,13 +15,22 @@ SCRIPT = EXAMPLES / "accelerate_train.py"
 
 
 @pytest.fixture(scope="module")
-def two_rank_runs(tmp_path_factory):
-    runs = {}
-    for name, env, precision in (("neuron-bf16", {}, "bf16"), ("neuron", {}, "no"),
-                                 ("cpu", {"ACCELERATE_USE_CPU": "1"}, "no")):
-        state = tmp_path_factory.mktemp(name)
-        runs[name] = accelerate_launch(2, SCRIPT, "--mixed-precision", precision, "--state-dir", str(state), env=env)
-    return runs
+def two_rank_runs():
+    # the example's default state directory: rank 0 creates it, every rank saves and loads there, rank 0
+    # removes it (run_script fails a run that leaves temporary files behind)
+    return {name: accelerate_launch(2, SCRIPT, "--mixed-precision", precision, env=env)
+            for name, env, precision in (("neuron-bf16", {}, "bf16"), ("neuron", {}, "no"),
+                                         ("cpu", {"ACCELERATE_USE_CPU": "1"}, "no"))}
+
+
+def test_accelerator_without_a_launcher_trains_on_neuron_like_the_cpu():
+    (device,) = python_script(SCRIPT)
+    (cpu,) = python_script(SCRIPT, env={"ACCELERATE_USE_CPU": "1"})
+    assert device["distributed_type"] == "DistributedType.NO" and device["param_device"] == "neuron:0"
+    assert cpu["param_device"] == "cpu"
+    assert device["resumed"] == device["continued"]
+    for key in ("losses", "continued"):
+        assert device[key] == pytest.approx(cpu[key], abs=5e-3)
 
 
 def test_launch_runs_one_neuron_core_per_rank(two_rank_runs):
@@ -58,9 +69,20 @@ def test_fp16_refusal_says_what_to_do_instead():
     assert any("fp16" in line for line in report.render(report.collect()))
 
 
+def test_fp16_run_stops_with_the_advice_not_a_chained_library_error():
+    stderr = failing_python_script(SCRIPT, "--mixed-precision", "fp16")
+    last_line = stderr.strip().splitlines()[-1]
+    assert re.match(r"localneuron\.integrations\.hf\.accelerate_precision\.NeuronFp16Unsupported: "
+                    r"Accelerate [\d.]+ refuses mixed_precision='fp16'", last_line), last_line
+    assert "mixed_precision='bf16'" in last_line
+    assert "During handling of the above exception" not in stderr  # upstream's ValueError is not chained
+
+
 def test_safetensors_loads_onto_neuron_through_the_host(tmp_path):
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
+
+    from localneuron.integrations.hf import report
 
     tensors = {"weight": torch.randn(4, 3), "bias": torch.arange(5)}
     save_file(tensors, tmp_path / "t.safetensors")
@@ -77,3 +99,4 @@ def test_safetensors_loads_onto_neuron_through_the_host(tmp_path):
         assert rows.device == torch.device("neuron:0")
         torch.testing.assert_close(rows.cpu(), tensors["weight"][1:3])
     assert load_file(tmp_path / "t.safetensors", device="cpu")["weight"].device.type == "cpu"
+    assert any("safetensors refuses device 'neuron:N'" in line for line in report.render(report.collect()))

@@ -14,9 +14,9 @@ print(hasattr(accelerate.utils.get_max_memory, "__localneuron_upstream__"))
 """
 
 LIBRARY_FIRST = """
-import os, tempfile, torch, safetensors.torch as st
-path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
-st.save_file({"w": torch.arange(6.0)}, path)
+import torch, safetensors.torch as st
+path = {path!r}
+st.save_file({{"w": torch.arange(6.0)}}, path)
 import localneuron  # installs the hooks and patches the modules imported before it
 print(st.load_file(path, device="neuron:0")["w"].device)
 """
@@ -28,7 +28,8 @@ def test_integration_is_imported_with_the_library_not_with_localneuron():
     assert result.stdout.split() == ["True"]
 
 
-def test_modules_imported_before_localneuron_are_patched_when_it_loads():
-    result = run_python(LIBRARY_FIRST, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
+def test_modules_imported_before_localneuron_are_patched_when_it_loads(tmp_path):
+    code = LIBRARY_FIRST.format(path=str(tmp_path / "t.safetensors"))
+    result = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["neuron:0"]

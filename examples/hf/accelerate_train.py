@@ -6,14 +6,18 @@ or under `accelerate launch --num_processes 2`.
     ACCELERATE_USE_CPU=1 accelerate launch --num_processes 2 examples/hf/accelerate_train.py  # CPU + Gloo
 """
 import argparse
+import contextlib
 import json
 import os
-import tempfile
+import sys
 
-import torch
-from accelerate import Accelerator
-from accelerate.utils import set_seed
-from transformers import LlamaConfig, LlamaForCausalLM
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
+from accelerate.utils import set_seed  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from shared_tempdir import shared_temporary_directory  # noqa: E402
 
 
 def tiny_model():
@@ -50,22 +54,25 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mixed-precision", default="no", choices=["no", "bf16", "fp16"])
     parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--state-dir", default=None, help="shared by all ranks (default: a temporary directory)")
+    parser.add_argument("--state-dir", default=None,
+                        help="shared by all ranks (default: a temporary directory on rank 0's machine, removed at the end)")
     args = parser.parse_args()
 
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
     model, optimizer, loader = prepared(accelerator, args.steps)
     first = train(accelerator, model, optimizer, loader)
 
-    state_dir = args.state_dir or tempfile.mkdtemp(prefix="accelerate-state-")
-    accelerator.save_state(state_dir)
-    continued = train(accelerator, model, optimizer, loader)
+    directory = (contextlib.nullcontext(args.state_dir) if args.state_dir
+                 else shared_temporary_directory("accelerate-state-"))
+    with directory as state_dir:
+        accelerator.save_state(state_dir)
+        continued = train(accelerator, model, optimizer, loader)
 
-    # a fresh accelerator, model and optimizer restored from the saved state continue like the original
-    accelerator = Accelerator(mixed_precision=args.mixed_precision)
-    model, optimizer, loader = prepared(accelerator, args.steps)
-    accelerator.load_state(state_dir)
-    resumed = train(accelerator, model, optimizer, loader)
+        # a fresh accelerator, model and optimizer restored from the saved state continue like the original
+        accelerator = Accelerator(mixed_precision=args.mixed_precision)
+        model, optimizer, loader = prepared(accelerator, args.steps)
+        accelerator.load_state(state_dir)
+        resumed = train(accelerator, model, optimizer, loader)
 
     result = {"rank": accelerator.process_index, "processes": accelerator.num_processes,
               "device": str(accelerator.device), "distributed_type": str(accelerator.distributed_type),

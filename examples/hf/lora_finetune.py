@@ -37,10 +37,11 @@ def run(device: str, dora: bool, steps: int = 5) -> dict:
     with torch.no_grad():
         trained = model(**batch).logits
 
-    adapter_dir = tempfile.mkdtemp(prefix="adapter-")
-    model.save_pretrained(adapter_dir)
-    base = tiny_llama(tokenizer)  # same seed: the same base weights, still on the CPU
-    loaded = PeftModel.from_pretrained(base, adapter_dir, torch_device=device).to(device).eval()
+    with tempfile.TemporaryDirectory(prefix="adapter-") as adapter_dir:
+        model.save_pretrained(adapter_dir)
+        adapter_files = sorted(os.listdir(adapter_dir))
+        base = tiny_llama(tokenizer)  # same seed: the same base weights, still on the CPU
+        loaded = PeftModel.from_pretrained(base, adapter_dir, torch_device=device).to(device).eval()
     adapter_devices = sorted({str(p.device) for n, p in loaded.named_parameters() if "lora_" in n})
     with torch.no_grad():
         reloaded = loaded(**batch).logits
@@ -48,7 +49,7 @@ def run(device: str, dora: bool, steps: int = 5) -> dict:
 
     return {
         "device": device, "dora": dora, "losses": losses, "adapter_devices": adapter_devices,
-        "adapter_files": sorted(os.listdir(adapter_dir)),
+        "adapter_files": adapter_files,
         "reload_max_diff": (reloaded - trained).abs().max().item(),
         "merge_max_diff": (merged - trained).abs().max().item(),
         "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad)}

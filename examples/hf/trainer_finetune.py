@@ -7,14 +7,16 @@ must reproduce the rest of the run. Works in one process or under `torchrun --np
     python examples/hf/trainer_finetune.py --cpu        # the reference run (CPU, Gloo under torchrun)
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
 from transformers import Trainer, TrainingArguments  # noqa: E402
 
+from shared_tempdir import shared_temporary_directory  # noqa: E402
 from tiny_text import CORPUS, TokenizedTexts, char_tokenizer, tiny_llama  # noqa: E402
 
 
@@ -33,17 +35,15 @@ def losses(trainer):
     return train, evaluation
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cpu", action="store_true")
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--output-dir", default=None, help="shared by all ranks (default: a temporary directory)")
-    args = parser.parse_args()
+def parameter_sums(model):
+    """Sum and absolute sum of all parameters: equal on every rank when DDP kept the replicas in step."""
+    flat = torch.cat([p.detach().flatten().cpu().double() for p in model.parameters()])
+    return [flat.sum().item(), flat.abs().sum().item()]
 
+
+def train_and_resume(output_dir, args):
     tokenizer = char_tokenizer()
     train_set, eval_set = TokenizedTexts(tokenizer), TokenizedTexts(tokenizer, CORPUS[:4])
-    output_dir = args.output_dir or tempfile.mkdtemp(prefix="trainer-")
     trainer = Trainer(model=tiny_llama(tokenizer), args=arguments(output_dir, args), train_dataset=train_set,
                       eval_dataset=eval_set)
     trainer.train()
@@ -54,11 +54,32 @@ def main():
     resumed.train(resume_from_checkpoint=os.path.join(output_dir, "checkpoint-2"))
     resumed_train, resumed_eval = losses(resumed)
 
-    print("RESULT " + json.dumps({
+    return {
         "rank": trainer.args.process_index, "world_size": trainer.args.world_size, "device": str(trainer.args.device),
-        "param_device": str(next(trainer.model.parameters()).device), "train_loss": train, "eval_loss": evaluation,
+        "param_device": str(next(trainer.model.parameters()).device),
+        "mixed_precision": trainer.accelerator.mixed_precision,
+        "wrapper": type(trainer.model_wrapped).__name__,
+        "find_unused_parameters": getattr(trainer.model_wrapped, "find_unused_parameters", None),
+        "train_loss": train, "eval_loss": evaluation, "parameter_sums": parameter_sums(trainer.model),
         "resumed_train_loss": resumed_train, "resumed_eval_loss": resumed_eval,
-        "checkpoints": sorted(d for d in os.listdir(output_dir) if d.startswith("checkpoint-"))}), flush=True)
+        "resumed_parameter_sums": parameter_sums(resumed.model),
+        "checkpoints": sorted(d for d in os.listdir(output_dir) if d.startswith("checkpoint-"))}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--output-dir", default=None,
+                        help="shared by all ranks (default: a temporary directory on rank 0's machine, removed at the end)")
+    args = parser.parse_args()
+
+    directory = (contextlib.nullcontext(args.output_dir) if args.output_dir
+                 else shared_temporary_directory("trainer-", cpu=args.cpu))
+    with directory as output_dir:
+        result = train_and_resume(output_dir, args)
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

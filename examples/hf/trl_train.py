@@ -42,8 +42,9 @@ def main():
 
     tokenizer = char_tokenizer()
     build = sft if args.trainer == "sft" else dpo
-    trainer = build(tokenizer, tiny_llama(tokenizer), args.cpu, tempfile.mkdtemp(prefix=f"{args.trainer}-"))
-    trainer.train()
+    with tempfile.TemporaryDirectory(prefix=f"{args.trainer}-") as output_dir:  # nothing is saved (save_strategy "no")
+        trainer = build(tokenizer, tiny_llama(tokenizer), args.cpu, output_dir)
+        trainer.train()
     history = [entry for entry in trainer.state.log_history if "loss" in entry]
     print("RESULT " + json.dumps({
         "trainer": args.trainer, "device": str(trainer.args.device),
