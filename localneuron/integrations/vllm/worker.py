@@ -9,12 +9,14 @@ from vllm.utils.torch_utils import set_random_seed
 from vllm.v1.worker.cpu_worker import CPUWorker
 from vllm.v1.worker.gpu_worker import Worker, init_worker_distributed_environment
 
+from localneuron.integrations.vllm import profiling, report, stats
 from localneuron.integrations.vllm.model_runner import NeuronModelRunner
 
 
 class NeuronWorker(CPUWorker):
     def __init__(self, vllm_config, local_rank: int, rank: int, distributed_init_method: str,
                  is_driver_worker: bool = False):
+        profiling.register()
         # CPUWorker's own __init__ budgets host RAM for the KV cache; the budget here is the core's HBM.
         Worker.__init__(self, vllm_config, local_rank, rank, distributed_init_method,
                         is_driver_worker=is_driver_worker)
@@ -55,6 +57,9 @@ class NeuronWorker(CPUWorker):
                 f"The simulated HBM lives in host RAM: a {format_gib(budget)} GiB KV cache does not fit in the "
                 f"{format_gib(host_free)} GiB of RAM available. Pass --kv-cache-memory-bytes or "
                 f"--gpu-memory-utilization, or simulate less HBM with LOCALNEURON_HBM_BYTES_PER_CORE.")
-        self.model_runner.hbm_budget = {"capacity_bytes": capacity, "forward_peak_bytes": peak,
-                                        "kv_cache_bytes": budget}
+        stats.hbm.update(capacity_bytes=capacity, forward_peak_bytes=peak)
         return budget
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        report.write_at_shutdown()
