@@ -115,7 +115,7 @@ def server(tmp_path_factory):
     process = subprocess.Popen(
         [*SERVE, "--model", model, "--host", "127.0.0.1", "--port", str(port),
          "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8", "--kv-cache-memory-bytes", str(64 << 20),
-         "--served-model-name", "tiny", "--seed", "0",
+         "--served-model-name", "tiny", "--seed", "0", "--shutdown-timeout", str(vllm_offline_generate.SHUTDOWN_TIMEOUT_S),
          "--profiler-config.profiler", "torch", "--profiler-config.torch_profiler_dir", str(profiles)],
         env=_env(LOCALNEURON_VLLM_REPORT=str(report)), stdout=log, stderr=subprocess.STDOUT)
     import httpx

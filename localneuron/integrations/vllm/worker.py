@@ -61,5 +61,6 @@ class NeuronWorker(CPUWorker):
         return budget
 
     def shutdown(self) -> None:
-        super().shutdown()
+        # first: vLLM kills a worker that is still tearing down after --shutdown-timeout (at least 5 s)
         report.write_at_shutdown()
+        super().shutdown()
