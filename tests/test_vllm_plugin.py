@@ -1,6 +1,6 @@
 """vLLM on `neuron` through localneuron's platform plugin (localneuron/integrations/vllm).
 
-Runs in the environment of the `vllm` extra (scripts/setup_vllm.sh); skipped elsewhere. vLLM spawns
+Runs in the environment of the `vllm` extra (bash scripts/extra_env.sh vllm); skipped elsewhere. vLLM spawns
 engine processes, so generation runs in helper scripts, each bounded in time: offline `LLM.generate`
 is compared token for token with Hugging Face `generate` on the CPU, and `vllm serve` is exercised over
 HTTP on loopback, then stopped with SIGINT.
@@ -20,7 +20,7 @@ import pytest
 
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed here: run these tests in the vllm extra's venv "
-                "(bash scripts/setup_vllm.sh, then .venv-vllm/bin/python -m pytest tests/test_vllm_plugin.py)",
+                "(bash scripts/extra_env.sh vllm, then .venv-vllm/bin/python -m pytest tests/test_vllm_plugin.py)",
                 allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).parent))

