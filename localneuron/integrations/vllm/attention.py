@@ -1,8 +1,8 @@
 """Paged attention on `neuron`: vLLM's CPU attention kernels run on the device's own memory.
 
-Choice (measured, see benchmarks/vllm_throughput.py): a torch-native paged attention would gather every
-request's KV blocks, pad and mask them through a dozen eager device ops per layer and step, each a
-launch; vLLM's CPU kernels read the paged cache in place. Device memory lives on the host, so the
+Choice (reasoned, not measured against a torch-native backend): a torch-native paged attention would
+gather every request's KV blocks, pad and mask them through a dozen eager device ops per layer and step,
+each a launch; vLLM's CPU kernels read the paged cache in place. Device memory lives on the host, so the
 kernels get zero-copy host aliases of the device tensors (same bytes, same strides) and write the
 attention output and the KV cache in place: nothing is copied and nothing is computed off the
 device's memory. On Trainium this is the job of a fused NKI paged-attention kernel, so the calls are
