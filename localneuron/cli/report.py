@@ -15,6 +15,7 @@ LAYER_SECTIONS = {
     "distributed": ("localneuron.distributed", "localneuron.distributed.report"),
     "nki": ("localneuron.nki", "localneuron.nki.report"),
     "huggingface": ("localneuron.integrations.hf", "localneuron.integrations.hf.report"),
+    "vllm": ("localneuron.integrations.vllm.stats", "localneuron.integrations.vllm.report"),
 }
 
 

@@ -30,7 +30,11 @@ _WRITTEN_ARGUMENT = re.compile(r"Tensor\(\w+!\)(?:\?|\[\])*\s+(\w+)")
 
 def mutated_argument_names(schema) -> list[str]:
     arguments_text = str(schema).split("->")[0]
-    return _WRITTEN_ARGUMENT.findall(arguments_text) + UNMARKED_WRITES.get(schema.name, [])
+    marked = _WRITTEN_ARGUMENT.findall(arguments_text)
+    # custom ops' schemas print their alias sets as `Tensor($0! -> )`, which the text pattern misses
+    marked += [a.name for a in schema.arguments
+               if a.alias_info is not None and a.alias_info.is_write and a.name not in marked]
+    return marked + UNMARKED_WRITES.get(schema.name, [])
 
 
 def generator_argument_names(schema) -> list[str]:

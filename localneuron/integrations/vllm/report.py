@@ -1,0 +1,57 @@
+"""The vLLM section of the portability report, and the report the serving process writes at shutdown."""
+import json
+import os
+import sys
+
+from localneuron.integrations.vllm import stats
+from localneuron.runtime.environment import read
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def collect() -> dict:
+    counters = stats.snapshot()
+    return {**counters, "hbm": dict(stats.hbm)}
+
+
+def per_token_seconds(report: dict) -> float | None:
+    """Estimated device time per generated token: every eager op plus the paged-attention kernels."""
+    section = report["vllm"]
+    if not section["tokens"]:
+        return None
+    total = (report["estimated_device_seconds"]["total"] + section["attention_seconds"]
+             + section["kv_cache_write_seconds"])
+    return total / section["tokens"]
+
+
+def render(data: dict) -> list[str]:
+    lines = [f"vLLM engine on neuron: {data['steps']} model steps, {data['tokens']} tokens sampled; paged attention "
+             f"{data['attention_calls']} kernel calls (est. {data['attention_seconds'] * 1e3:.2f} ms), "
+             f"KV-cache writes {data['kv_cache_writes']} (est. {data['kv_cache_write_seconds'] * 1e3:.2f} ms)"]
+    hbm = data["hbm"]
+    if hbm:
+        lines.append(f"    HBM of {hbm['device']}: weights {_mib(hbm['weights_bytes'])}, KV cache "
+                     f"{_mib(hbm['kv_cache_bytes'])} ({hbm['kv_cache_blocks']} blocks), largest forward pass "
+                     f"{_mib(hbm['forward_peak_bytes'])}, of {_mib(hbm['capacity_bytes'])}")
+    return lines
+
+
+def write_at_shutdown() -> None:
+    """The serving process's portability report: text on stderr, JSON at LOCALNEURON_VLLM_REPORT if set."""
+    from localneuron.cli import report
+
+    data = report.collect()
+    seconds = per_token_seconds(data)
+    data["vllm"]["estimated_device_seconds_per_token"] = seconds
+    text = report.render(data)
+    if seconds is not None:
+        text += f"\nEstimated device time per sampled token (cost model): {seconds * 1e3:.3f} ms\n"
+    print(text, file=sys.stderr, flush=True)
+    path = read("LOCALNEURON_VLLM_REPORT")
+    if path:
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True, default=str)
+        os.replace(tmp, path)
