@@ -29,10 +29,12 @@ from localneuron.ops.decompositions import (
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
-    tensor_split_by_tensor,
+    lazy_clone, tensor_split_by_tensor,
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
-from localneuron.ops.host_kernel_fixes import BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, HISTC, HostKernelFix
+from localneuron.ops.host_kernel_fixes import (
+    BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD, HostKernelFix,
+)
 
 NATIVE = "native"
 CPU_FALLBACK = "cpu_fallback"
@@ -75,6 +77,7 @@ CELL = "CUDA-only fused RNN cell; aten::lstm / aten::gru pick it for any non-CPU
 ATTENTION = "CUDA-only attention kernel, reached by direct calls"
 SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator"
 OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
+SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
 
 OPS = {
     "aten::_batch_norm_no_update": Record(run=WHOLE_INCLUDING_OUT, why="its CompositeExplicitAutograd kernel calls batch_norm_cpu directly, which refuses device tensors"),
@@ -186,6 +189,7 @@ OPS = {
     "aten::_grouped_mm": Record(NATIVE),
     "aten::_has_compatible_shallow_copy_type": Record(NATIVE),
     "aten::_index_put_impl_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::_lazy_clone": Record(run=decompose(lazy_clone), why="copy-on-write needs a plain host data pointer; device memory is cloned eagerly (the same values, the same independence)"),
     "aten::_linalg_det": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::_linalg_eigh": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::_linalg_slogdet": Record(CPU_FALLBACK, why=HOST_ROUTED),
@@ -203,6 +207,13 @@ OPS = {
     "aten::_scaled_mm": Record(CPU_FALLBACK, why="no Neuron kernel in the snapshot"),
     "aten::_softmax": Record(NATIVE),
     "aten::_softmax_backward_data": Record(NATIVE),
+    "aten::_sparse_bsc_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_sparse_bsr_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_sparse_compressed_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_sparse_compressed_tensor_with_dims": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_sparse_csc_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_sparse_csr_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::_stack": Record(run=WHOLE_INCLUDING_OUT, why="its composite kernel (for every device but the CPU) concatenates inputs it expects unsqueezed already; the CPU kernel stacks"),
     "aten::_thnn_fused_gru_cell": Record(run=decompose(fused_gru_cell), why=CELL),
     "aten::_thnn_fused_gru_cell_backward": Record(run=decompose(fused_gru_cell_backward), why=CELL),
     "aten::_thnn_fused_lstm_cell": Record(run=decompose(fused_lstm_cell), why=CELL),
@@ -288,11 +299,16 @@ OPS = {
     "aten::full": Record(NATIVE),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
+    "aten::gcd": Record(why="int64 is computed as int32: gcd(-2**31, 0) is -2**31 as on 32-bit hardware (the CPU's int64 kernel: 2**31); int8/16/32 match the CPU"),
     "aten::ge": Record(NATIVE),
     "aten::gelu": Record(NATIVE),
     "aten::gelu_": Record(NATIVE),
     "aten::gelu_backward": Record(NATIVE),
     "aten::geometric_": Record(CPU_FALLBACK, why=RNG),
+    "aten::grid_sampler_2d": Record(quirk=GRID_SAMPLER),
+    "aten::grid_sampler_2d_backward": Record(quirk=GRID_SAMPLER),
+    "aten::grid_sampler_3d": Record(quirk=GRID_SAMPLER),
+    "aten::grid_sampler_3d_backward": Record(quirk=GRID_SAMPLER),
     "aten::gt": Record(NATIVE),
     "aten::histc": Record(NATIVE, quirk=HISTC),
     "aten::index": Record(NATIVE, index_args_64bit_exempt=True),
@@ -330,6 +346,7 @@ OPS = {
     "aten::logical_not": Record(NATIVE),
     "aten::logical_or": Record(NATIVE),
     "aten::logical_xor": Record(NATIVE),
+    "aten::logit_backward": Record(quirk=LOGIT_BACKWARD),
     "aten::lt": Record(NATIVE),
     "aten::masked_fill": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
     "aten::masked_fill_": Record(NATIVE),
@@ -425,6 +442,11 @@ OPS = {
     "aten::softplus": Record(NATIVE),
     "aten::softplus_backward": Record(NATIVE),
     "aten::sort": Record(index_args_64bit_exempt=True),
+    "aten::sparse_bsc_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::sparse_bsr_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::sparse_compressed_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::sparse_csc_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::sparse_csr_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
     "aten::sqrt": Record(NATIVE),
     "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY),
     "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
