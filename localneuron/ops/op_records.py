@@ -299,7 +299,7 @@ OPS = {
     "aten::full": Record(NATIVE),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
-    "aten::gcd": Record(why="int64 is computed as int32: gcd(-2**31, 0) is -2**31 as on 32-bit hardware (the CPU's int64 kernel: 2**31); int8/16/32 match the CPU"),
+    "aten::gcd": Record(why="int64 is computed in 32 bits and results outside int32 wrap: gcd(-2**31, 0) gives -2**31 (the CPU's int64 kernel: 2**31); int8/16/32 match the CPU"),
     "aten::ge": Record(NATIVE),
     "aten::gelu": Record(NATIVE),
     "aten::gelu_": Record(NATIVE),
