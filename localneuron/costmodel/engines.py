@@ -36,19 +36,23 @@ class Attention:
 
 
 @dataclass(frozen=True)
-class Rows:
-    """Along the last axis, one row per partition: passes over the row per engine (reference 8.2-8.3)."""
+class _Passes:
     vector: float = 0
     scalar: float = 0
     gpsimd: float = 0
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{engine}={passes:g}" for engine, passes in _passes(self)) + ")"
 
 
 @dataclass(frozen=True)
-class Elementwise:
+class Rows(_Passes):
+    """Along the last axis, one row per partition: passes over the row per engine (reference 8.2-8.3)."""
+
+
+@dataclass(frozen=True)
+class Elementwise(_Passes):
     """Passes over the output per engine (the default rule: VectorE, one pass per full-size operand, at most 2)."""
-    vector: float = 0
-    scalar: float = 0
-    gpsimd: float = 0
 
 
 @dataclass(frozen=True)
