@@ -129,7 +129,11 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t
   return at::cpu::set_(self, src, offset, size, stride);
 }
 
-at::Tensor& set_empty(at::Tensor& self) { return at::cpu::set_(self); }
+// set_() with no source: an empty storage of the tensor's own device (the CPU kernel would give it a host one).
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(self.device().type()), true);
+  return at::cpu::set_(self, storage, 0, {0}, {});
+}
 
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   const auto dense = [](const at::Tensor& t) { return t.is_cpu() || t.is_privateuseone(); };

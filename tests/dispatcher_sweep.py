@@ -106,7 +106,8 @@ FAST_NAMED = (
     "aten::logit_backward", "aten::_embedding_bag", "aten::grid_sampler_2d_backward", "aten::_efficientzerotensor",
     "aten::tensor_split.tensor_indices_or_sections", "aten::index_put_", "aten::add.Tensor", "aten::add_.Tensor",
     "aten::add.out", "aten::max.dim", "aten::bernoulli", "aten::randn", "aten::normal.Tensor_float",
-    "aten::native_batch_norm", "aten::_fused_sgd_",
+    "aten::native_batch_norm", "aten::_fused_sgd_", "aten::_stack.out", "aten::_lazy_clone", "aten::set_",
+    "aten::sparse_csr_tensor.crow_col_value", "aten::_nested_tensor_from_tensor_list", "aten::grid_sampler_3d",
 )
 
 

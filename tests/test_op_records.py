@@ -78,3 +78,25 @@ def test_info_ops_prints_matching_records():
     assert histc.startswith("aten::histc: support=native; quirk=") and "integer" in histc
     assert len(localneuron("info", "--ops").stdout.splitlines()) == len(OPS)
     assert "no op record matches" in localneuron("info", "--ops", "no_such_op").stdout
+
+
+def test_the_cost_model_prices_each_op_by_its_record(monkeypatch):
+    from pathlib import Path
+
+    from localneuron.costmodel import engines
+    from localneuron.costmodel.hardware import chip
+
+    rules = (engines.Matmul, engines.Attention, engines.Rows, engines.Elementwise, engines.Reduction,
+             engines.Movement, engines.Free)
+    assert all(r.cost is None or isinstance(r.cost, rules) for r in OPS.values())
+    assert OPS["aten::mm"].cost == engines.Matmul("mm") and OPS["aten::_softmax"].cost == engines.Rows(vector=2, scalar=1)
+    # no second table: the cost model's sources name no op (only its docstrings give an example)
+    for source in Path(engines.__file__).parent.glob("*.py"):
+        code = [line for line in source.read_text().splitlines() if '"aten::' in line and "(\"aten::mm\")" not in line
+                and "rules:" not in line]
+        assert not code, (source.name, code)
+    a, b = torch.empty(64, 128, device="meta"), torch.empty(128, 32, device="meta")
+    target = chip("trn2")
+    assert engines.op_work(target, "aten::mm", [a, b], [a]).engine_s["tensor"] > 0
+    monkeypatch.setattr(engines, "_rules", {**op_records.COST_RULES, "aten::mm": engines.FREE})
+    assert engines.op_work(target, "aten::mm", [a, b], [a]).compute_s == 0.0

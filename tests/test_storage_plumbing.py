@@ -75,6 +75,29 @@ def test_set_with_a_host_storage_is_refused_as_on_every_device():
         torch.empty(0, device="neuron").set_(torch.ones(3).untyped_storage())
 
 
+def test_set_without_a_source_empties_the_tensor_on_its_device():
+    t = torch.arange(3.0, device="neuron").set_()
+    assert t.shape == (0,) and t.untyped_storage().device.type == "neuron"
+    t.resize_(4).fill_(2.0)  # grows its own (device) storage
+    assert torch.equal(t.cpu(), torch.full((4,), 2.0)) and t.untyped_storage().device.type == "neuron"
+    assert torch.ops.aten.set(torch.ones(2, device="neuron")).device.type == "neuron"
+
+
+def test_lazy_clone_is_an_independent_copy():
+    source = torch.arange(4.0, device="neuron")
+    clone = source._lazy_clone()
+    clone.add_(1)
+    assert torch.equal(source.cpu(), torch.arange(4.0)) and torch.equal(clone.cpu(), torch.arange(4.0) + 1)
+    assert clone.untyped_storage().data_ptr() != source.untyped_storage().data_ptr()
+
+
+def test_stack_out_stacks_as_on_cpu():
+    x, y = torch.randn(3, 3), torch.randn(3, 3)
+    want = torch.ops.aten._stack.out([x, y], 1, out=torch.empty(0))
+    got = torch.ops.aten._stack.out([x.to("neuron"), y.to("neuron")], 1, out=torch.empty(0, device="neuron"))
+    assert torch.equal(got.cpu(), want) and want.shape == (3, 2, 3)
+
+
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_cpu_indices_index_and_index_put_with_backward(accumulate):
     def run(device):

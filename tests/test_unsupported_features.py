@@ -15,6 +15,28 @@ def test_sparse_tensors():
     usable()
 
 
+@pytest.mark.parametrize("build", [
+    lambda d: torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.ones(2), device=d),
+    lambda d: torch.sparse_csc_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.ones(2), device=d),
+    lambda d: torch.sparse_bsr_tensor(torch.tensor([0, 1]), torch.tensor([0]), torch.ones(1, 2, 2), device=d),
+    lambda d: torch.sparse_bsc_tensor(torch.tensor([0, 1]), torch.tensor([0]), torch.ones(1, 2, 2), device=d),
+    lambda d: torch.ops.aten._sparse_csr_tensor_unsafe(torch.tensor([0, 1, 2], device=d), torch.tensor([0, 1], device=d),
+                                                       torch.ones(2, device=d), [2, 2]),
+], ids=["csr", "csc", "bsr", "bsc", "csr_unsafe"])
+def test_sparse_compressed_factories_are_refused(build):
+    # their composite code would wrap dense device tensors in a sparse layout without a kernel refusing it
+    assert build("cpu").layout != torch.strided
+    with pytest.raises(NotImplementedError, match="Sparse tensors are not supported on the neuron device"):
+        build("neuron")
+    usable()
+
+
+def test_nested_factory_is_refused():
+    with pytest.raises(NotImplementedError, match="Nested tensors are not supported on the neuron device"):
+        torch.ops.aten._nested_tensor_from_tensor_list([torch.ones(2, device="neuron"), torch.ones(2, device="neuron")])
+    usable()
+
+
 def test_nested_tensors(quiet):
     nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], device="neuron")
     with pytest.raises(NotImplementedError, match=r"Nested tensors are not supported on the neuron device \(aten::add\)"):

@@ -8,7 +8,8 @@ from localneuron import _C
 from localneuron.device import neuron_module, shutdown
 from localneuron.ops import policy
 from localneuron.ops.decompositions import register_decompositions
-from localneuron.ops.op_records import DECOMPOSITIONS
+from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
+from localneuron.ops.refusals import register_refusals
 from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.runtime import host_syncs
 from localneuron.runtime.config import device_config
@@ -35,6 +36,7 @@ def register() -> None:
     _C.set_host_sync_observer(host_syncs.observe)
     route_whole_ops()
     register_decompositions(DECOMPOSITIONS)
+    register_refusals(UNSUPPORTED)
     os.register_at_fork(after_in_child=neuron_module._mark_forked_child)
     shutdown.register()
     _registered = True

@@ -294,6 +294,14 @@ def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
     return torch.tensor_split(self, sections_or_indices, dim)
 
 
+# -- storage plumbing --
+
+def lazy_clone(self):
+    """A copy-on-write clone needs a storage whose data pointer is its own context (host memory); a
+    device storage carries the allocator's block, so the clone is made at once."""
+    return self.clone()
+
+
 _library = None
 
 

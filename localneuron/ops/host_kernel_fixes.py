@@ -101,6 +101,47 @@ def _native_batch_norm_backward(op, grad_out, x, weight, running_mean, running_v
     return grad_input, grad_weight, grad_bias
 
 
+def _has_low_precision(args, kwargs) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION for t in args)
+
+
+def _widened(t):
+    return t.float() if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION else t
+
+
+def _in_float32(op, *args, **kwargs):
+    """The op on float32 copies of its low-precision inputs, each result rounded once to their dtype
+    (an accelerator's opmath); out= tensors receive the results in order."""
+    dtype = next(t.dtype for t in args if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION)
+    outs = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+    results = op(*[_widened(a) for a in args], **{k: _widened(v) for k, v in kwargs.items()})
+    single = isinstance(results, torch.Tensor)
+    rounded = [r.to(dtype) if isinstance(r, torch.Tensor) and r.is_floating_point() else r
+               for r in ([results] if single else results)]
+    for out, r in zip(outs.values(), rounded):
+        out.resize_(r.shape).copy_(r)
+    rounded = list(outs.values()) or rounded
+    return rounded[0] if single else tuple(rounded)
+
+
+def _not_float64(args, kwargs) -> bool:
+    return args[0].dtype != torch.float64  # float64 follows the 64-bit policy
+
+
+def _logit_backward(op, grad_output, x, eps=None, *, grad_input=None):
+    # CUDA's formula at every element: the CPU kernel's vectorized loop and its scalar loop (tails,
+    # strided or broadcast operands) disagree at x = -0.0 (sign of the infinity) and at NaN with eps,
+    # so the CPU's answer depends on the layout.
+    dtype = grad_output.dtype
+    g, x = grad_output.float(), x.float()
+    lo, hi = (0.0, 1.0) if eps is None or eps < 0 else (eps, 1.0 - eps)
+    fill = float("nan") if eps is None or eps < 0 else 0.0
+    result = torch.where((x < lo) | (x > hi), torch.full_like(x, fill), g / (x * (1 - x))).to(dtype)
+    if grad_input is None:
+        return result
+    return grad_input.resize_(result.shape).copy_(result)
+
+
 HISTC = HostKernelFix("histogram_cpu refuses integer inputs and counts in the input's low precision (saturates)",
                       _histc_needs_fix, _histc)
 FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat16 parameters",
@@ -108,3 +149,9 @@ FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat
 BATCH_NORM = HostKernelFix("CPU batch_norm refuses low-precision input with mixed float32/low-precision parameters",
                            _mixed_batch_norm, _native_batch_norm)
 BATCH_NORM_BACKWARD = HostKernelFix("as native_batch_norm", _mixed_batch_norm_backward, _native_batch_norm_backward)
+GRID_SAMPLER = HostKernelFix("CPU grid_sampler computes coordinates and weights in float16/bfloat16 (bf16 grid "
+                             "gradients off by whole units); an accelerator computes in float32", _has_low_precision,
+                             _in_float32)
+LOGIT_BACKWARD = HostKernelFix("the CPU kernel's vectorized and scalar loops disagree at x=-0.0 and at NaN with eps, so "
+                               "its result depends on the layout; the device computes CUDA's formula everywhere",
+                               _not_float64, _logit_backward)
