@@ -1,7 +1,7 @@
 """What observing a run costs on the example GPT (examples/train_gpt.py), as ratios measured in one run:
 
 - the report's source attribution (always on: call sites of fallbacks, 64-bit routes, recompiles, host
-  syncs), against the same steps with it switched off (target: at most 5% of step time);
+  syncs, and the sampled estimated device time by source line), against the same steps with it switched off (target: at most 5% of step time);
 - torch.profiler with every neuron layer (framework ops with shapes, runtime events, the estimated
   device timeline), around the same steps including the profiler's stop and trace building, against
   no profiler (target: at most 1.5x); with Python stacks (with_stack=True) as well, for reference.
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from localneuron import _C
+from localneuron.profiler import line_time
 from localneuron.runtime import call_sites, host_syncs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
@@ -59,10 +60,12 @@ class attribution_off:
         self.record = call_sites.record
         call_sites.record = lambda *a, **k: None
         _C.set_host_sync_observer(None)
+        line_time.uninstall()
 
     def __exit__(self, *exc):
         call_sites.record = self.record
         _C.set_host_sync_observer(host_syncs.observe)
+        line_time.install()
 
 
 class hooks_timed:
@@ -86,12 +89,19 @@ class hooks_timed:
             self.observing = False
             hooks_timed.seconds += time.perf_counter() - start
 
+        def sample(credited_ns):
+            start = time.perf_counter()
+            line_time.credit(credited_ns, sys._getframe(0).f_back)
+            hooks_timed.seconds += time.perf_counter() - start
+
         call_sites.record = record
         _C.set_host_sync_observer(observe)
+        _C.set_line_sampler(sample, line_time.mean_gap_ns())
 
     def __exit__(self, *exc):
         call_sites.record = self.record
         _C.set_host_sync_observer(host_syncs.observe)
+        line_time.install()
 
 
 def timed(steps, n: int, context) -> float:
