@@ -80,7 +80,8 @@ def _site_rows(entries: dict) -> list[tuple[str, str, float]]:
 def render(data: dict, memory_samples: list[dict]) -> str:
     capacity = data["memory"][0]["capacity_bytes"] if data["memory"] else 0
     estimates = [(op, op, seconds * 1e3) for op, seconds in list(data["estimated_device_seconds_by_op"].items())[:15]]
-    by_line = [(_short_site(site) + (line_time.BACKWARD if site.endswith(line_time.BACKWARD) else ""), site, seconds * 1e3)
+    by_line = [(_short_site(site) + (line_time.BACKWARD if site.endswith(line_time.BACKWARD) else ""), site,
+                seconds * 1e3)
                for site, seconds in list(data.get("estimated_device_seconds_by_source_line", {}).items())[:15]]
     sources = data.get("sources", {})
     compile_data = data.get("compile") or {}
