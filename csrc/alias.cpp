@@ -18,11 +18,12 @@ struct AdoptedBytes {
   c10::Storage shared;   // otherwise the host storage is kept alive
   int64_t bytes;
   c10::DeviceIndex device;
+  void* address;
 };
 
 void release_adopted_bytes(void* ctx) {
   auto* a = static_cast<AdoptedBytes*>(ctx);
-  release_adopted(a->device, a->bytes);
+  release_adopted(a->device, a->bytes, a->address);
   delete a;
 }
 
@@ -77,9 +78,9 @@ at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {
     hs->set_nbytes(0);
     data.unsafe_set_device(c10::Device(kNeuron, device));
   } else {
-    account_adopted(device, static_cast<int64_t>(nbytes));
     void* ptr = hs->mutable_data();
-    auto* ctx = new AdoptedBytes{c10::DataPtr(), c10::Storage(), static_cast<int64_t>(nbytes), device};
+    account_adopted(device, static_cast<int64_t>(nbytes), ptr);
+    auto* ctx = new AdoptedBytes{c10::DataPtr(), c10::Storage(), static_cast<int64_t>(nbytes), device, ptr};
     if (host.storage().use_count() == 1) {
       ctx->host = hs->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
       hs->set_nbytes(0);

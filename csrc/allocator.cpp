@@ -134,14 +134,30 @@ void count_free_locked(DeviceMemory& m, int64_t bytes) {
   m.c.freed_total += bytes;
 }
 
+// torch.profiler(profile_memory=True) records device memory events, as CUDA's allocator reports them;
+// a no-op (a thread-local lookup) when no profiler records memory.
+void report_to_profiler(void* ptr, int64_t delta, int64_t allocated, int64_t reserved, c10::DeviceIndex device) {
+  if (c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated), static_cast<size_t>(reserved),
+                                     c10::Device(kNeuron, device));
+  }
+}
+
 void free_block(void* ctx) {
   auto* b = static_cast<BlockHeader*>(ctx);
-  if (memory_history_on()) note_free(b->device, reinterpret_cast<char*>(b) + kHeader, b->rounded);
+  void* ptr = reinterpret_cast<char*>(b) + kHeader;
+  if (memory_history_on()) note_free(b->device, ptr, b->rounded);
   DeviceMemory& m = g_memory[b->device];
-  std::lock_guard<std::mutex> lock(m.mu);
-  count_free_locked(m, static_cast<int64_t>(b->rounded));
-  m.cached[b->rounded].push_back(b);
-  m.cached_bytes += static_cast<int64_t>(b->rounded);
+  int64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    count_free_locked(m, static_cast<int64_t>(b->rounded));
+    m.cached[b->rounded].push_back(b);
+    m.cached_bytes += static_cast<int64_t>(b->rounded);
+    allocated = m.c.allocated_current;
+    reserved = m.c.reserved_current;
+  }
+  report_to_profiler(ptr, -static_cast<int64_t>(b->rounded), allocated, reserved, b->device);
 }
 
 BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded) {
@@ -165,6 +181,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   DeviceMemory& m = g_memory[index];
   BlockHeader* block = nullptr;
   bool new_segment = false;
+  int64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(m.mu);
     block = take_cached_locked(m, rounded);
@@ -182,9 +199,13 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
       commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
     }
     count_alloc_locked(m, static_cast<int64_t>(rounded));
+    allocated = m.c.allocated_current;
+    reserved = m.c.reserved_current;
   }
   // Outside the device lock: recording takes the GIL for the Python stack.
   if (memory_history_on()) note_alloc(index, reinterpret_cast<char*>(block) + kHeader, rounded, n, new_segment);
+  report_to_profiler(reinterpret_cast<char*>(block) + kHeader, static_cast<int64_t>(rounded), allocated, reserved,
+                     index);
   return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
 }
 
@@ -241,23 +262,35 @@ c10::DeviceAllocator* device_allocator() { return &g_allocator; }
 c10::Allocator* alias_allocator() { return &g_alias_allocator; }
 bool is_device_block(const c10::DataPtr& ptr) { return ptr.get_deleter() == &free_block; }
 
-void account_adopted(c10::DeviceIndex device, int64_t bytes) {
+void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
   DeviceMemory& m = g_memory[device];
-  std::lock_guard<std::mutex> lock(m.mu);
-  const Room room = room_for_locked(m, static_cast<size_t>(bytes));
-  if (room == Room::None) {
-    raise_out_of_memory_locked(m, device, static_cast<size_t>(bytes), static_cast<size_t>(bytes), false);
+  int64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    const Room room = room_for_locked(m, static_cast<size_t>(bytes));
+    if (room == Room::None) {
+      raise_out_of_memory_locked(m, device, static_cast<size_t>(bytes), static_cast<size_t>(bytes), false);
+    }
+    commit_reservation_locked(m, room, bytes);
+    count_alloc_locked(m, bytes);
+    allocated = m.c.allocated_current;
+    reserved = m.c.reserved_current;
   }
-  commit_reservation_locked(m, room, bytes);
-  count_alloc_locked(m, bytes);
+  report_to_profiler(address, bytes, allocated, reserved, device);
 }
 
-void release_adopted(c10::DeviceIndex device, int64_t bytes) {
+void release_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
   DeviceMemory& m = g_memory[device];
-  std::lock_guard<std::mutex> lock(m.mu);
-  count_free_locked(m, bytes);
-  m.c.reserved_current -= bytes;
-  m.c.reserved_freed_total += bytes;
+  int64_t allocated, reserved;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    count_free_locked(m, bytes);
+    m.c.reserved_current -= bytes;
+    m.c.reserved_freed_total += bytes;
+    allocated = m.c.allocated_current;
+    reserved = m.c.reserved_current;
+  }
+  report_to_profiler(address, -bytes, allocated, reserved, device);
 }
 
 MemoryCounters memory_counters(c10::DeviceIndex device) {

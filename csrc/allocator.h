@@ -13,8 +13,8 @@ c10::Allocator* alias_allocator();
 bool is_device_block(const c10::DataPtr& ptr);
 
 // Memory produced by a host kernel and adopted as device memory: counted against capacity.
-void account_adopted(c10::DeviceIndex device, int64_t bytes);
-void release_adopted(c10::DeviceIndex device, int64_t bytes);
+void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address);
+void release_adopted(c10::DeviceIndex device, int64_t bytes, void* address);
 
 struct MemoryCounters {
   int64_t allocated_current, allocated_peak, allocated_total, freed_total;

@@ -3,6 +3,7 @@
 #include "alias.h"
 #include "device_state.h"
 #include "generator.h"
+#include "line_sampler.h"
 #include "operand_devices.h"
 #include "trace_plugin.h"
 
@@ -30,6 +31,7 @@ namespace {
 struct Executable {
   Route route;
   int64_t id;
+  int64_t estimated_ns;  // per call on the simulated target, for the report's time by source line
   int generator_arg;  // position of an optional Generator argument, or -1
   std::atomic<int64_t> calls{0};
 };
@@ -191,18 +193,20 @@ void call_python(const py::object& fn, py::object extra_first, const c10::Operat
 Executable* compile(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, uint64_t key) {
   TORCH_CHECK(g_callbacks != nullptr, "localneuron executor used before the Python runtime was set up");
   Route route;
-  int64_t id;
+  int64_t id, estimated_ns;
   {
     py::gil_scoped_acquire gil;
     auto [args, kwargs] = to_python_args(op.schema(), *stack, begin);
     py::object py_op = py::reinterpret_borrow<py::object>(torch::detail::getTorchApiFunction(op));
-    auto decided = g_callbacks->on_miss(py_op, args, kwargs).cast<std::tuple<int, int64_t>>();
+    auto decided = g_callbacks->on_miss(py_op, args, kwargs).cast<std::tuple<int, int64_t, int64_t>>();
     route = static_cast<Route>(std::get<0>(decided));
     id = std::get<1>(decided);
+    estimated_ns = std::get<2>(decided);
   }
   auto exe = std::make_unique<Executable>();
   exe->route = route;
   exe->id = id;
+  exe->estimated_ns = estimated_ns;
   exe->generator_arg = find_generator_arg(op.schema());
   std::unique_lock<std::shared_mutex> lock(g_cache_mutex);
   auto [it, inserted] = g_cache.emplace(key, std::move(exe));
@@ -350,6 +354,7 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   const bool python_route = exe->route == Route::Python && !t_device_route_only;
   check_operand_devices(op, *stack, begin, /*refuse_host=*/!python_route);
   exe->calls.fetch_add(1, std::memory_order_relaxed);
+  note_device_time(exe->estimated_ns);
   if (work.on()) work.describe(exe->id, stack_device(*stack, begin));
   if (python_route) {
     call_python(g_callbacks->run_python, py::int_(exe->id), op, stack, begin);
@@ -396,6 +401,7 @@ template <typename Run>
 at::Tensor run_fast(Executable& exe, const at::Tensor& a, const at::Tensor& b, Run&& host_op) {
   g_hits.fetch_add(1, std::memory_order_relaxed);
   exe.calls.fetch_add(1, std::memory_order_relaxed);
+  note_device_time(exe.estimated_ns);
   const c10::DeviceIndex device = a.device().index();
   WorkScope work(Work::Executable);
   work.describe(exe.id, device);

@@ -15,7 +15,7 @@ namespace localneuron {
 // DeviceWrapInt64: as Device, then int64 results wrap around like the int32 values Neuron computes.
 enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
 
-// on_miss(op, args, kwargs) -> (route, executable_id)
+// on_miss(op, args, kwargs) -> (route, executable_id, estimated device ns per call)
 // run_python(executable_id, op, args, kwargs) -> result
 // on_device_failure(executable_id, op, args, kwargs, message) -> result (or raises)
 void set_executor_callbacks(pybind11::object on_miss, pybind11::object run_python,

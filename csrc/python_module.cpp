@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "executor.h"
 #include "generator.h"
+#include "line_sampler.h"
 #include "memory_history.h"
 #include "operand_devices.h"
 #include "pinned_host.h"
@@ -127,4 +128,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("record_memory_history", &record_memory_history);
   m.def("memory_snapshot", &memory_snapshot);
   m.def("stop_inspect", &stop_inspect);
+  m.def("set_line_sampler", &set_line_sampler);
+  m.def("note_device_time", &note_device_time);
 }

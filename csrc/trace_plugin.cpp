@@ -2,6 +2,8 @@
 #define FMT_HEADER_ONLY
 #include "trace_plugin.h"
 
+#include "device_state.h"
+
 #include <torch/csrc/utils/pybind.h>
 
 // PyTorch's PrivateUse1 profiler registry is compiled only for Kineto builds, which every torch
@@ -29,6 +31,14 @@ namespace localneuron {
 std::atomic<bool> g_trace_recording{false};
 
 namespace {
+
+// A trace without ProfilerActivity.PrivateUse1 has CPU ops only (contract §12): said once, when it starts
+// in a process that uses the device or when the program reads device data while it records.
+void hint_missing_device_activity() {
+  TORCH_WARN_ONCE("torch.profiler is recording without ProfilerActivity.PrivateUse1, so the trace has no neuron "
+                  "runtime or device events (only CPU ops). Profile with activities=[ProfilerActivity.CPU, "
+                  "ProfilerActivity.PrivateUse1], as TorchNeuron requires.");
+}
 
 struct WorkRecord {
   Work kind;
@@ -205,6 +215,7 @@ class NeuronActivityProfiler : public libkineto::IActivityProfiler {
     if (requested.count(libkineto::ActivityType::CONCURRENT_KERNEL)) {
       return std::make_unique<NeuronTraceSession>(config.getCustomConfig());
     }
+    if (runtime_initialized()) hint_missing_device_activity();
     return nullptr;
   }
 
@@ -249,11 +260,7 @@ void note_host_sync(HostSync kind) {
     py::gil_scoped_acquire gil;
     (*g_sync_observer)(static_cast<int>(kind));
   }
-  if (!trace_recording() && torch::profiler::impl::profilerEnabled()) {
-    TORCH_WARN_ONCE("torch.profiler is recording without ProfilerActivity.PrivateUse1, so the trace has no neuron "
-                    "runtime or device events (only CPU ops). Profile with activities=[ProfilerActivity.CPU, "
-                    "ProfilerActivity.PrivateUse1], as TorchNeuron requires.");
-  }
+  if (!trace_recording() && torch::profiler::impl::profilerEnabled()) hint_missing_device_activity();
 }
 
 void start_inspect() {

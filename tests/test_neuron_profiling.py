@@ -36,7 +36,7 @@ def test_export_trace_writes_the_documented_layout_in_open_formats(tmp_path):
     cfg = NeuronConfig(modes=list(ProfileMode), profile_output_dir=str(tmp_path))
     profiler = NeuronProfiler(cfg)
     with profile(activities=BOTH, experimental_config=cfg, schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-                 on_trace_ready=profiler.export_trace) as prof:
+                 on_trace_ready=profiler.export_trace, profile_memory=True) as prof:
         for _ in range(3):
             model(x).sum().backward()
             torch.neuron.synchronize()
@@ -67,6 +67,23 @@ def test_export_trace_writes_the_documented_layout_in_open_formats(tmp_path):
     assert int(rows["aten::addmm"]["calls"]) == 4 and float(rows["aten::addmm"]["estimated_device_us"]) > 0
     memory = json.loads((out / "host_mem.json").read_text())
     assert memory["device"]["neuron:0"]["allocated_peak"] > 0
+    counters = [e for e in system if e.get("ph") == "C"]  # device memory over time (profile_memory=True)
+    assert len(counters) > 10 and len({c["args"]["allocated"] for c in counters}) > 1
+    assert max(c["args"]["allocated"] for c in counters) <= memory["device"]["neuron:0"]["allocated_peak"]
+
+    [mapping_file] = [n for n in names if n.startswith("framework_mapping_")]
+    mapping = json.loads((out / mapping_file).read_text())["external_id_to_runtime"]
+    addmm = [m for m in mapping.values() if m["framework_op"] == "aten::addmm"]
+    assert len(addmm) == 4
+    for m in addmm:
+        [launch] = [r for r in m["runtime"] if r["name"] == "neuron_rt::execute"]
+        assert launch["device"]["engine"] == engines.TENSOR_E and launch["flow_id"]
+    framework_ids = {e["args"]["External id"] for e in json.loads((out / "trace.json").read_text())["traceEvents"]
+                     if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"}
+    assert {int(k) for k, m in mapping.items() if m["framework_op"] == "aten::addmm"} == framework_ids
+    pyarrow_parquet = pytest.importorskip("pyarrow.parquet", reason="Parquet is written only where pyarrow imports")
+    table = pyarrow_parquet.read_table(out / "ops.parquet").to_pylist()
+    assert {r["op"]: r["calls"] for r in table} == {op: int(r["calls"]) for op, r in rows.items()}
 
 
 def test_modes_and_core_selection_limit_what_is_captured(tmp_path):

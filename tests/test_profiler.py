@@ -119,6 +119,31 @@ def test_simulated_clock_queues_work_per_core(warm, tmp_path):
         assert after["ts"] >= before["ts"] + before["dur"] - 1e-3
 
 
+def issued_and_placed(trace) -> list[tuple[int, object]]:
+    """(issue time on the host, device span) for each device span of a kineto_bridge.LastTrace."""
+    issued = {a[8]: a[4] for a in trace.runtime if a[8]}
+    return sorted(((issued[s.flow], s) for s in trace.spans if s.flow in issued), key=lambda p: p[1].start_ns)
+
+
+def test_device_queue_builds_up_when_the_host_issues_faster_than_the_core_runs(warm):
+    """Tiny ops cost the device its per-executable overhead; a loop issues them faster than that, so the
+    core's queue grows: each op starts when the previous one ends, later and later after its issue."""
+    x = torch.ones(8, device="neuron")
+    for _ in range(3):
+        x.add_(x)
+    with profile(activities=BOTH):
+        for _ in range(300):
+            x.add_(x)
+        torch.neuron.synchronize()
+    placed = issued_and_placed(kineto_bridge.last_trace)
+    spans = [s for _, s in placed]
+    assert len(spans) == 300
+    back_to_back = sum(b.start_ns == a.end_ns for a, b in zip(spans, spans[1:]))
+    waits = [s.start_ns - issued for issued, s in placed]
+    assert back_to_back > len(spans) // 2  # the core never idles while work is queued
+    assert waits[-1] > 10 * (spans[-1].end_ns - spans[-1].start_ns)  # the last op waited behind many others
+
+
 def test_cpu_fallback_shows_host_copies_not_device_compute(warm, tmp_path, quiet):
     with profile(activities=BOTH) as prof:
         torch.randn(8, 8, device="neuron")  # aten::normal_ falls back to the CPU (contract §7)
@@ -165,6 +190,12 @@ def test_forgetting_privateuse1_gives_cpu_ops_only_and_a_hint(warm, tmp_path):
         print(sum(e.self_device_time_total for e in prof.key_averages()))
     """)
     result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["HINT", "0"]
+    # also when nothing inside the trace reads device data (the hint then comes when the trace starts)
+    no_sync = code.replace("(x + 1).sum().item()\nprint", "(x + 1).sum(); torch.neuron.synchronize()\nprint")
+    assert no_sync != code
+    result = run_python(no_sync)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-2:] == ["HINT", "0"]
     with warnings.catch_warnings(record=True) as caught:
@@ -214,6 +245,54 @@ def test_collectives_have_bytes_and_their_own_track():
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [4096, "all_reduce"]
+
+
+# Tiny ops cost the core ~15 us each and the host ~1 us to issue: a backlog of ~0.3 s on the device,
+# far longer than the host takes to issue the all-reduce, even on a loaded machine.
+QUEUED_BEFORE = 20000
+
+
+def overlap_job():
+    """Rank job: compute queued on the core, then an asynchronous all-reduce, then more compute that
+    does not read its result. On the device the all-reduce waits for the compute issued before it and
+    runs on the collectives queue while the compute issued after it proceeds."""
+    import os
+
+    import torch.distributed as dist
+
+    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("neuron")
+    x, grads = torch.ones(8, device="neuron"), torch.ones(1 << 20, device="neuron")
+
+    def step():
+        for _ in range(QUEUED_BEFORE):
+            x.add_(x)
+        work = dist.all_reduce(grads, async_op=True)
+        for _ in range(200):
+            x.add_(x)
+        work.wait()
+
+    for _ in range(3):
+        step()
+    torch.neuron.synchronize()
+    with profile(activities=BOTH):
+        step()
+        torch.neuron.synchronize()
+    dist.destroy_process_group()
+    return [(s.track, s.start_ns, s.end_ns) for _, s in issued_and_placed(kineto_bridge.last_trace)]
+
+
+def test_collectives_overlap_the_compute_issued_after_them_on_two_ranks():
+    from distributed_launcher import run
+
+    for spans in run(__file__, "overlap_job", 2, backends=None, timeout=240):
+        (collective,) = [s for s in spans if s[0] == engines.COLLECTIVES]
+        compute = [s for s in spans if s[0] not in (engines.COLLECTIVES, engines.DMA)]
+        assert len(compute) == QUEUED_BEFORE + 200
+        before, after = compute[:QUEUED_BEFORE], compute[QUEUED_BEFORE:]
+        assert collective[1] >= before[-1][2]  # its input is ready only when the queued compute has run
+        overlapping = [s for s in after if s[1] < collective[2] and collective[1] < s[2]]
+        assert overlapping, (collective, before[-1], after[:3])  # the core computes while the all-reduce runs
 
 
 def test_the_trace_checker_rejects_broken_traces():

@@ -6,7 +6,7 @@ import sys
 
 from localneuron import _C
 from localneuron.ops import tracking
-from localneuron.profiler import sources
+from localneuron.profiler import line_time, sources
 from localneuron.runtime.config import device_config
 
 # report section -> the layer package that must have been used, and its report module
@@ -51,6 +51,8 @@ def collect() -> dict:
         "cross_device_errors": dict(_C.cross_device_errors()),
         "transfers": _C.transfer_counters(),
         "sources": sources.collect(),
+        "estimated_device_seconds_by_source_line": line_time.by_line(),
+        "source_line_sample_gap_ns": line_time.mean_gap_ns(),
     }
     for name, module in _used_layers():
         data[name] = module.collect()
@@ -85,6 +87,19 @@ def _op_lines(title: str, ops: dict, limit: int = 25) -> list[str]:
     return lines
 
 
+def _source_line_lines(data: dict, limit: int = 8) -> list[str]:
+    by_line = data.get("estimated_device_seconds_by_source_line") or {}
+    if not by_line:
+        return []
+    gap = data["source_line_sample_gap_ns"]
+    how = "every op" if gap == 0 else f"sampled, one sample per {gap / 1e3:g} us of device time on average"
+    lines = [f"    by source line ({how}):"]
+    lines += [f"        {seconds * 1e3:9.3f} ms  {site}" for site, seconds in list(by_line.items())[:limit]]
+    if len(by_line) > limit:
+        lines.append(f"        ... {len(by_line) - limit} more lines (see --json)")
+    return lines
+
+
 def render(data: dict) -> str:
     lines = ["", "=" * 72, f"localneuron portability report (simulated {data['target']}, "
              f"{data['visible_cores']} NeuronCores visible)", "=" * 72]
@@ -115,6 +130,7 @@ def render(data: dict) -> str:
     if estimates:
         top = ", ".join(f"{op} {seconds * 1e3:.2f} ms" for op, seconds in list(estimates.items())[:5])
         lines.append(f"    eager ops: {device['eager_ops'] * 1e3:.2f} ms; most: {top}")
+    lines += _source_line_lines(data)
     for m in data["memory"]:
         share = 100.0 * m["peak_reserved_bytes"] / m["capacity_bytes"]
         lines.append(f"Peak device memory on {m['device']}: {_bytes(m['peak_allocated_bytes'])} allocated, "

@@ -8,6 +8,7 @@ storages before adopting.
 import torch
 
 from localneuron import _C
+from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 
 
@@ -15,6 +16,7 @@ def launcher(compiled, on_device: tuple[bool, ...], device_index: int, estimated
     """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`."""
 
     def run(args: list) -> list:
+        line_time.note(estimated_seconds)
         if trace_events.recording():
             start = trace_events.now_ns()
             outputs = run_untraced(args)

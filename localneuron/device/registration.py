@@ -11,6 +11,7 @@ from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
 from localneuron.ops.whole_ops import route_whole_ops
+from localneuron.profiler import line_time
 from localneuron.runtime import host_syncs
 from localneuron.runtime.config import device_config
 
@@ -34,6 +35,7 @@ def register() -> None:
     _C.set_executor_callbacks(policy.on_miss, policy.run_python, policy.on_device_failure)
     _C.install_executor()
     _C.set_host_sync_observer(host_syncs.observe)
+    line_time.install()
     route_whole_ops()
     register_decompositions(DECOMPOSITIONS)
     register_refusals(UNSUPPORTED)

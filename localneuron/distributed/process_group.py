@@ -20,6 +20,7 @@ from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
+from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
@@ -202,7 +203,9 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
         flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
         nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
-        stats.record_issue(kind, nbytes, c10d_seconds(selected_target(), kind, nbytes, self._size))
+        estimated_seconds = c10d_seconds(selected_target(), kind, nbytes, self._size)
+        stats.record_issue(kind, nbytes, estimated_seconds)
+        line_time.note(estimated_seconds)
         traced_from = trace_events.now_ns() if trace_events.recording() else None
         works = start()
         if traced_from is not None:

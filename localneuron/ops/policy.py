@@ -87,7 +87,7 @@ def on_miss(op, args, kwargs):
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
-    return route, executable_id
+    return route, executable_id, int(eager * 1e9)
 
 
 def _estimated_seconds(name, args, kwargs, on_host: bool) -> tuple[float, float]:

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from localneuron import _C
+from localneuron.profiler import line_time
 from localneuron.runtime.environment import read
 
 NATIVE = "native"
@@ -89,6 +90,7 @@ def get_fallback_ops() -> list[str]:
 
 def clear_op_tracking() -> None:
     _C.reset_executable_calls()
+    line_time.clear()  # the time by source line covers the same calls as the per-op counts
     _C.reset_cross_device_errors()
 
 

@@ -6,6 +6,7 @@ import os
 import time
 
 from localneuron.cli import report as text_report
+from localneuron.profiler import line_time
 
 WIDTH, BAR_HEIGHT, LABEL_WIDTH = 760, 18, 330
 COLOURS = {"bars": "#3b7dd8", "memory": "#2a9d5c", "capacity": "#c0392b", "fallback": "#d35400", "sync": "#8e44ad"}
@@ -79,6 +80,9 @@ def _site_rows(entries: dict) -> list[tuple[str, str, float]]:
 def render(data: dict, memory_samples: list[dict]) -> str:
     capacity = data["memory"][0]["capacity_bytes"] if data["memory"] else 0
     estimates = [(op, op, seconds * 1e3) for op, seconds in list(data["estimated_device_seconds_by_op"].items())[:15]]
+    by_line = [(_short_site(site) + (line_time.BACKWARD if site.endswith(line_time.BACKWARD) else ""), site,
+                seconds * 1e3)
+               for site, seconds in list(data.get("estimated_device_seconds_by_source_line", {}).items())[:15]]
     sources = data.get("sources", {})
     compile_data = data.get("compile") or {}
     compile_rows = [(g["graph"], f"{g['graph']} (compile cache {g['cache']})", g["compile_time_s"])
@@ -99,6 +103,7 @@ pre {{ background: #f6f6f6; padding: 12px; overflow-x: auto; font-size: 12px; }}
 simulated target, not measurements.</p>
 {_memory_chart(memory_samples, capacity)}
 {_bars("device-time-chart", "Estimated NeuronCore time by op (ms)", estimates, "ms", COLOURS["bars"])}
+{_bars("source-line-chart", "Estimated NeuronCore time by source line (ms)", by_line, "ms", COLOURS["bars"])}
 {_bars("fallback-chart", "CPU fallbacks by call site (calls)", _site_rows(sources.get("cpu_fallback", {})), "calls",
        COLOURS["fallback"])}
 {_bars("sync-chart", "Blocking host syncs by call site", _site_rows(sources.get("host_sync", {})), "syncs",

@@ -62,8 +62,11 @@ def hw_pid(core: int) -> int:
     return NEURON_HW_PID_BASE + core
 
 
+_encode = json.JSONEncoder().encode  # json.dumps without its per-call argument handling (traces hold many)
+
+
 def _meta(**values) -> dict:
-    return {k: json.dumps(v) for k, v in values.items()}
+    return {k: _encode(v) for k, v in values.items()}
 
 
 def _seconds_for_bytes(op: str, nbytes: int, on_host: bool) -> float:

@@ -6,8 +6,12 @@
                                          replaces ntrace.pb + trace_info.pb
         device_profile_model_<id>.json   one per executable: its runs on the engine tracks; replaces
                                          neff_<hash>_vnc_<n>.neff + profile_nc_<n>_session_<k>.ntff
+        framework_mapping_<timestamp>.json  with trace.json: each framework op -> the runtime and device
+                                         events it caused (Neuron's framework_mapping file)
         summary.json                     per step: estimated MFU, HFU, MBU, device time (estimates)
-        ops.csv                          per op: calls, host time, estimated device time, route
+        ops.csv, ops.parquet             per op: calls, host time, estimated device time, route (Parquet, as
+                                         Neuron Explorer's default, when pyarrow is importable: the hf extra
+                                         installs it; never a dependency of its own)
         cpu_util.json                    CPU_UTIL mode; replaces cpu_util.pb
         host_mem.json                    HOST_MEMORY mode; replaces host_mem.pb
 """
@@ -26,7 +30,9 @@ FORMATS = {
     "system_profile.json": "Chrome trace event JSON (ui.perfetto.dev, chrome://tracing) instead of ntrace.pb/trace_info.pb",
     "device_profile_model_<id>.json": "Chrome trace event JSON per executable instead of NEFF + NTFF",
     "summary.json": "JSON; every time in it is an estimate of the simulated device",
-    "ops.csv": "CSV (Parquet needs a heavy dependency)",
+    "ops.csv": "CSV; ops.parquet as well when pyarrow is importable (Neuron Explorer's tables are Parquet)",
+    "framework_mapping_<timestamp>.json": "JSON: framework op (trace.json External id) -> runtime/device events",
+    "memory counters": "device memory over time as Chrome trace counters in system_profile.json (profile_memory=True)",
     "cpu_util.json": "JSON instead of cpu_util.pb",
     "host_mem.json": "JSON instead of host_mem.pb",
 }
@@ -114,6 +120,62 @@ def _ops_rows(trace) -> list[dict]:
     return sorted(rows.values(), key=lambda r: -r["estimated_device_us"])
 
 
+PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, as torch.profiler writes it in "[memory]" events
+
+
+def _framework_events(path: Path) -> list[dict]:
+    try:
+        return json.loads(path.read_text()).get("traceEvents", [])
+    except (OSError, ValueError):
+        return []  # no framework trace: the other files do not need it
+
+
+def _memory_counters(framework: list[dict]) -> list[dict]:
+    """Device memory over time (torch.profiler's "[memory]" events of profile_memory=True) as counters on
+    each NeuronCore's process, the HBM usage track of Neuron's system profile."""
+    counters = []
+    for e in framework:
+        args = e.get("args") or {}
+        if e.get("name") == "[memory]" and args.get("Device Type") == PRIVATEUSE1:
+            counters.append({"ph": "C", "name": "HBM usage (bytes)", "pid": kineto_bridge.hw_pid(args["Device Id"]),
+                             "tid": 0, "ts": e["ts"], "args": {"allocated": args["Total Allocated"],
+                                                               "reserved": args["Total Reserved"]}})
+    return sorted(counters, key=lambda c: (c["pid"], c["ts"]))
+
+
+def _framework_mapping(framework: list[dict], trace) -> dict:
+    """framework op -> the runtime activities (and their device spans, by flow id) it issued."""
+    ops = {e["args"]["External id"]: e for e in framework
+           if e.get("cat") == "cpu_op" and "External id" in (e.get("args") or {})}
+    spans = {s.flow: s for s in trace.spans if s.flow}
+    mapping: dict = {}
+    for (_, name, _pid, _tid, start, _end, correlation, meta, flow, _) in trace.runtime:
+        op = ops.get(correlation)
+        if op is None:
+            continue
+        entry = mapping.setdefault(correlation, {"framework_op": op["name"], "ts_us": op["ts"], "runtime": []})
+        span = spans.get(flow)
+        entry["runtime"].append({"name": name, "ts_us": _us(start), "flow_id": flow or None,
+                                 "executable": json.loads(meta["executable"]) if "executable" in meta else None,
+                                 "device": None if span is None else
+                                 {"core": span.core, "engine": span.track, "ts_us": _us(span.start_ns)}})
+    return {"external_id_to_runtime": mapping}
+
+
+def _write_ops(path: Path, rows: list[dict]) -> None:
+    fields = ["op", "calls", "host_us", "estimated_device_us", "route"]
+    with open(path / "ops.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        return  # CSV only: the hf extra brings pyarrow, nothing else needs it
+    pyarrow.parquet.write_table(pyarrow.table({k: [r[k] for r in rows] for k in fields}), path / "ops.parquet")
+
+
 def _host_memory() -> dict:
     status = {}
     try:
@@ -131,11 +193,14 @@ def write(output_dir: str, trace, framework_trace=None, step_starts_ns=(), cpu_u
     """Writes one profile directory for `trace` (kineto_bridge.LastTrace); returns its path."""
     path = directory_for(output_dir)
     modes = trace.config.modes
+    framework = []
     if framework_trace is not None:
         framework_trace(str(path / "trace.json"))
+        framework = _framework_events(path / "trace.json")
+        _write_json(path / f"framework_mapping_{path.name}.json", _framework_mapping(framework, trace))
     if "RUNTIME" in modes:  # the system profile: runtime layer, with the hardware layer when DEVICE is on
-        _write_json(path / "system_profile.json",
-                    {"traceEvents": _chrome_events(trace, trace.spans, True), "displayTimeUnit": "ns"})
+        _write_json(path / "system_profile.json", {"traceEvents": _chrome_events(trace, trace.spans, True)
+                                                   + _memory_counters(framework), "displayTimeUnit": "ns"})
     if "DEVICE" in modes:
         by_executable = defaultdict(list)
         for s in trace.spans:
@@ -145,11 +210,7 @@ def write(output_dir: str, trace, framework_trace=None, step_starts_ns=(), cpu_u
             _write_json(path / f"device_profile_model_{safe}.json",
                         {"traceEvents": _chrome_events(trace, spans, False), "displayTimeUnit": "ns"})
     _write_json(path / "summary.json", _summary(trace, list(step_starts_ns)))
-    rows = _ops_rows(trace)
-    with open(path / "ops.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["op", "calls", "host_us", "estimated_device_us", "route"])
-        writer.writeheader()
-        writer.writerows(rows)
+    _write_ops(path, _ops_rows(trace))
     if "CPU_UTIL" in modes:
         _write_json(path / "cpu_util.json", cpu_util or {})
     if "HOST_MEMORY" in modes:

@@ -5,7 +5,7 @@ import copy
 
 # report sections that map an op to a number
 COUNT_SECTIONS = ("native_ops", "native_ops_computed_in_32bit", "cpu_fallback_ops", "view_ops",
-                  "estimated_device_seconds_by_op")
+                  "estimated_device_seconds_by_op", "estimated_device_seconds_by_source_line")
 
 
 def _section_differences(section: str, reports: list[dict]) -> list[str]:

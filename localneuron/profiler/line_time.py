@@ -1,0 +1,76 @@
+"""Estimated device time by the user's source line, for the portability report (on by default).
+
+csrc/line_sampler.h samples the ops each thread issues on the axis of their estimated device time and
+calls _sample() with the time the sample stands for; compiled-graph launches, collectives and NKI
+kernels, issued from Python, pass through note(). The line is the innermost user frame (and its
+caller) that issued the work. Work issued by the autograd engine's thread has no Python caller: it is
+credited to the user line that called backward(), marked as such.
+"""
+import sys
+import threading
+from collections import Counter
+
+from localneuron import _C
+from localneuron.runtime import call_sites
+from localneuron.runtime.environment import read
+
+SAMPLE_GAP_VAR = "LOCALNEURON_SOURCE_TIME_SAMPLE_NS"
+BACKWARD = " (backward)"
+NO_USER_LINE = "(no user line: library code only)"
+_BACKWARD_ENTRY = "_engine_run_backward"  # torch/autograd/graph.py: the frame that waits for the engine
+
+_lock = threading.Lock()
+_credited_ns: Counter = Counter()
+
+
+def _backward_caller() -> str | None:
+    """The user line whose backward() the autograd engine is running (the thread waiting in it)."""
+    for frame in sys._current_frames().values():
+        walk = frame
+        while walk is not None and walk.f_code.co_name != _BACKWARD_ENTRY:
+            walk = walk.f_back
+        site = call_sites.user_site(walk) if walk is not None else None
+        if site is not None:
+            return site + BACKWARD
+    return None
+
+
+def credit(credited_ns: int, issuer) -> None:
+    """issuer: the innermost Python frame of the thread that issued the work, None on a thread without
+    Python frames (the autograd engine's)."""
+    site = call_sites.user_site(issuer) if issuer is not None else None
+    site = site or _backward_caller() or NO_USER_LINE
+    with _lock:
+        _credited_ns[site] += credited_ns
+
+
+def _sample(credited_ns: int) -> None:
+    credit(credited_ns, sys._getframe(0).f_back)
+
+
+def note(seconds: float) -> None:
+    """Device work issued from Python (graph launch, collective, NKI kernel) with its estimated time."""
+    _C.note_device_time(int(seconds * 1e9))
+
+
+def install() -> None:
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR))
+
+
+def uninstall() -> None:
+    _C.set_line_sampler(None, 0)
+
+
+def mean_gap_ns() -> int:
+    return read(SAMPLE_GAP_VAR)
+
+
+def by_line() -> dict[str, float]:
+    """user line -> estimated device seconds credited to it, most first."""
+    with _lock:
+        return {site: ns * 1e-9 for site, ns in _credited_ns.most_common()}
+
+
+def clear() -> None:
+    with _lock:
+        _credited_ns.clear()
