@@ -391,6 +391,18 @@ def run_sweep(types=None, workers: int = 2, log=lambda message: None) -> dict:
             "catalogue_size": len(catalogue)}
 
 
+def merge(sweeps: list[dict]) -> dict:
+    """One sweep from several run in chunks (e.g. `--types` slices run one after another): records joined, a
+    type swept twice keeps its later record, seconds summed."""
+    if not sweeps:
+        raise ValueError("no sweep to merge: pass at least one --from-json file")
+    records = {r["model_type"]: r for sweep in sweeps for r in sweep["records"]}
+    return {"records": sorted(records.values(), key=lambda r: r["model_type"]),
+            "seconds": round(sum(sweep["seconds"] for sweep in sweeps), 1),
+            "workers": max(sweep["workers"] for sweep in sweeps),
+            "catalogue_size": sweeps[-1]["catalogue_size"]}
+
+
 def summarize(sweep: dict) -> dict:
     counts = Counter(r["status"] for r in sweep["records"])
     runs_on_cpu = sum(n for status, n in counts.items() if status != "cpu-fails")
@@ -430,6 +442,16 @@ def markdown(sweep: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load(path: str) -> dict:
+    with open(path) as f:
+        sweep = json.load(f)
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("records"), list) or not all(
+            isinstance(r, dict) and isinstance(r.get("model_type"), str) and isinstance(r.get("status"), str)
+            for r in sweep["records"]) or not isinstance(sweep.get("seconds"), (int, float)):
+        raise SystemExit(f"{path} is not a `hf_sweep.py --json` output; re-run the sweep with --json {path}")
+    return sweep
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -437,11 +459,16 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json")
     parser.add_argument("--markdown")
+    parser.add_argument("--from-json", nargs="+", metavar="JSON",
+                        help="do not sweep: merge these --json outputs of earlier (chunked) runs")
     args = parser.parse_args()
     if args.worker:
         return worker_main()
-    sweep = run_sweep(args.types.split(",") if args.types else None, args.workers,
-                      log=lambda message: print(message, file=sys.stderr, flush=True))
+    if args.from_json:
+        sweep = merge([_load(path) for path in args.from_json])
+    else:
+        sweep = run_sweep(args.types.split(",") if args.types else None, args.workers,
+                          log=lambda message: print(message, file=sys.stderr, flush=True))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(sweep, f, indent=1)
