@@ -54,6 +54,8 @@ SHRUNK_SIZES = {
     "image_size": 32, "patch_size": 8, "num_channels": 3, "max_source_positions": 64,
     "num_mel_bins": 16, "conv_dim": [16, 16], "conv_kernel": [3, 3], "conv_stride": [2, 2],
     "num_codebooks": 2, "codebook_size": 32,
+    "num_filters": 4,  # audio tokenizers double it per down-sampling stage (VibeVoice: 6 stages)
+    "encoder_hash_byte_group_vocab": 128,  # BLT's hashed n-gram embeddings (500,002 rows each by default)
 }
 # Key/value head counts keep their relation to the query heads (equal: multi-head, 1: multi-query, else 2).
 KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
@@ -67,9 +69,6 @@ LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decod
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                    "cls_token_id", "mask_token_id", "unk_token_id", "image_token_id", "image_token_index",
                    "video_token_id", "audio_token_id", "boi_token_id", "eoi_token_id")
-# Sub-configuration fields shrunk like the top-level one.
-SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config",
-               "speech_config", "qformer_config", "backbone_config")
 
 
 # Failures with a known cause (a substring of the reason or of the fallbacks -> the explanation); each is a
@@ -139,10 +138,15 @@ def _shrink(config, layers: int, seen=None) -> None:
                 setattr(config, field, vocab - 1 - TOKEN_ID_FIELDS.index(field) % 8)
             elif isinstance(token, list):
                 setattr(config, field, [t if t < vocab else vocab - 1 for t in token])
-    for field in SUB_CONFIGS:
-        sub = getattr(config, field, None)
-        if sub is not None and hasattr(sub, "to_dict"):
+    for sub in list(vars(config).values()):  # every sub-configuration (text, vision, audio, diffusion head, ...)
+        if _is_config(sub):
             _shrink(sub, layers, seen)
+
+
+def _is_config(value) -> bool:
+    from transformers import PretrainedConfig
+
+    return isinstance(value, PretrainedConfig)
 
 
 def _build(model_type: str, class_name: str, layers: int = LAYER_LADDER[0]):
