@@ -119,7 +119,10 @@ def _warn_fallback(name: str) -> None:
 
 def _called_by_tensor_printing() -> bool:
     """Printing a tensor widens it to float64 internally; that is not the user's 64-bit compute."""
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # called with a shallow stack: from the autograd engine's device thread, say
+        return False
     while frame is not None:
         if frame.f_code.co_filename.endswith("_tensor_str.py"):
             return True
