@@ -16,6 +16,9 @@ Crash isolation: workers take model types from stdin one at a time and announce 
 a dead or stuck worker is replaced and the architecture it was on is recorded as crash / timeout.
 
 Usage: python tests/hf_sweep.py [--types llama,gpt2] [--workers N] [--json out.json] [--markdown docs/hf-coverage.md]
+                                [--write-expected] [--from-json chunk1.json chunk2.json ...]
+The expected status per architecture (tests/expected/hf_sweep_status.py, format: tests/expected_status.py)
+is what tests/test_hf_sweep.py checks each architecture against, so a regression fails under its name.
 """
 import argparse
 import json
@@ -27,6 +30,7 @@ import threading
 import time
 from collections import Counter
 
+EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "hf_sweep_status.py")
 ARCH_TIMEOUT_S = float(os.environ.get("HF_SWEEP_ARCH_TIMEOUT", "180"))
 WORKER_START_TIMEOUT_S = 180.0
 BATCH, LENGTH, NEW_TOKENS = 2, 8, 3
@@ -87,6 +91,20 @@ KNOWN_CAUSES = {
 def known_cause(record: dict) -> str | None:
     text = (record["reason"] or "") + " " + " ".join(record["fallbacks"])
     return next((cause for key, cause in KNOWN_CAUSES.items() if key in text), None)
+
+
+# sweep status -> the status expected_status.check compares (crash and timeout are failures there)
+CHECKED_STATUS = {"pass": "pass", "fail": "fail", "crash": "fail", "timeout": "fail", "cpu-fails": "skip"}
+
+
+def expected_line(record: dict) -> str:
+    """The checked-in expectation for one architecture's record (tests/expected_status.py format)."""
+    where = f"{record['stage']}: {record['reason']}"
+    if record["status"] == "pass":
+        return "pass"
+    if record["status"] == "cpu-fails":
+        return f"skip: the shrunk model does not run on the CPU ({where})"
+    return f"xfail: {known_cause(record) or 'unclassified'} ({record['status']} at {where})"
 
 
 # --------------------------------------------------------------------------------------------- catalogue
@@ -463,6 +481,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json")
     parser.add_argument("--markdown")
+    parser.add_argument("--write-expected", action="store_true",
+                        help=f"write the expected status per architecture to {os.path.relpath(EXPECTED_FILE)}")
     parser.add_argument("--from-json", nargs="+", metavar="JSON",
                         help="do not sweep: merge these --json outputs of earlier (chunked) runs")
     args = parser.parse_args()
@@ -479,6 +499,11 @@ def main():
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(sweep))
+    if args.write_expected:
+        import expected_status
+
+        expected_status.write(EXPECTED_FILE, {r["model_type"]: expected_line(r) for r in sweep["records"]},
+                              "tests/hf_sweep.py", partial=args.types is not None)
     print(summary_line(sweep))
 
 
