@@ -31,7 +31,11 @@ import time
 from collections import Counter
 
 EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "hf_sweep_status.py")
+# The limit per architecture is on the worker's CPU time, so that a host shared with other work (fewer CPU
+# seconds per wall second) does not turn slow-but-progressing architectures into timeouts; a worker that
+# stays silent for WALL_LIMIT_FACTOR times the limit in wall time is stuck (blocked, not computing).
 ARCH_TIMEOUT_S = float(os.environ.get("HF_SWEEP_ARCH_TIMEOUT", "180"))
+WALL_LIMIT_FACTOR = 6
 WORKER_START_TIMEOUT_S = 180.0
 BATCH, LENGTH, NEW_TOKENS = 2, 8, 3
 FORWARD_TOLERANCE = dict(atol=1e-4, rtol=1e-3)
@@ -346,17 +350,27 @@ class _Worker:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
-    def next_line(self, timeout):
-        """The next protocol line, or None when the worker died or stayed silent past the timeout."""
-        deadline = time.monotonic() + timeout
+    def _cpu_seconds(self) -> float:
+        import psutil
+
+        try:
+            times = psutil.Process(self.process.pid).cpu_times()
+        except psutil.Error:  # the worker is gone: the reader thread reports it
+            return 0.0
+        return times.user + times.system + times.children_user + times.children_system
+
+    def next_line(self, cpu_timeout):
+        """The next protocol line, or None when the worker died or used more than cpu_timeout CPU seconds
+        (or WALL_LIMIT_FACTOR times that in wall time) without producing one."""
+        cpu_start, wall_deadline = self._cpu_seconds(), time.monotonic() + WALL_LIMIT_FACTOR * cpu_timeout
         while True:
             try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+                line = self.lines.get(timeout=1.0)
             except queue.Empty:
-                return None
+                line = ""
             if line is None or line.startswith(("READY", "START ", "RESULT ")):
                 return line
-            if time.monotonic() > deadline:
+            if self._cpu_seconds() - cpu_start > cpu_timeout or time.monotonic() > wall_deadline:
                 return None
 
     def stop(self):
@@ -383,7 +397,7 @@ def _run_list(items, log) -> list[dict]:
                 died = worker.process.poll() is not None
                 records.append({"model_type": model_type, "class": class_name,
                                 "status": "crash" if died else "timeout", "stage": "worker",
-                                "reason": f"the worker {'died' if died else f'exceeded {ARCH_TIMEOUT_S:.0f} s'}"
+                                "reason": f"the worker {'died' if died else f'exceeded {ARCH_TIMEOUT_S:.0f} CPU seconds or {WALL_LIMIT_FACTOR * ARCH_TIMEOUT_S:.0f} s'}"
                                           " on this architecture", "fallbacks": []})
                 log(f"{model_type}: {records[-1]['status']}")
                 worker.stop()
