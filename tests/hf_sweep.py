@@ -16,6 +16,9 @@ Crash isolation: workers take model types from stdin one at a time and announce 
 a dead or stuck worker is replaced and the architecture it was on is recorded as crash / timeout.
 
 Usage: python tests/hf_sweep.py [--types llama,gpt2] [--workers N] [--json out.json] [--markdown docs/hf-coverage.md]
+                                [--write-expected] [--from-json chunk1.json chunk2.json ...]
+The expected status per architecture (tests/expected/hf_sweep_status.py, format: tests/expected_status.py)
+is what tests/test_hf_sweep.py checks each architecture against, so a regression fails under its name.
 """
 import argparse
 import json
@@ -27,9 +30,15 @@ import threading
 import time
 from collections import Counter
 
+EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected", "hf_sweep_status.py")
+# The limit per architecture is on the worker's CPU time, so that a host shared with other work (fewer CPU
+# seconds per wall second) does not turn slow-but-progressing architectures into timeouts; a worker that
+# stays silent for WALL_LIMIT_FACTOR times the limit in wall time is stuck (blocked, not computing).
 ARCH_TIMEOUT_S = float(os.environ.get("HF_SWEEP_ARCH_TIMEOUT", "180"))
+WALL_LIMIT_FACTOR = 6
 WORKER_START_TIMEOUT_S = 180.0
 BATCH, LENGTH, NEW_TOKENS = 2, 8, 3
+FORWARD_SEED = 5
 FORWARD_TOLERANCE = dict(atol=1e-4, rtol=1e-3)
 GRADIENT_TOLERANCE = dict(atol=1e-3, rtol=1e-2)
 
@@ -54,6 +63,8 @@ SHRUNK_SIZES = {
     "image_size": 32, "patch_size": 8, "num_channels": 3, "max_source_positions": 64,
     "num_mel_bins": 16, "conv_dim": [16, 16], "conv_kernel": [3, 3], "conv_stride": [2, 2],
     "num_codebooks": 2, "codebook_size": 32,
+    "num_filters": 4,  # audio tokenizers double it per down-sampling stage (VibeVoice: 6 stages)
+    "encoder_hash_byte_group_vocab": 128,  # BLT's hashed n-gram embeddings (500,002 rows each by default)
 }
 # Key/value head counts keep their relation to the query heads (equal: multi-head, 1: multi-query, else 2).
 KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
@@ -61,33 +72,44 @@ QUERY_HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 # Layer counts tried in turn: hybrid models (attention every k-th layer) need more than two to contain
 # every layer kind; the larger count is tried only when the smaller one does not run on the CPU.
 LAYER_LADDER = (2, 8)
+# Sub-configurations shrunk: all of them first; when that model does not run on the CPU (a codec whose
+# grouped convolutions need its own channel counts, a projector sized for a default encoder), the main
+# modalities only, the rest keeping their defaults.
+MAIN_SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config",
+                    "speech_config", "qformer_config", "backbone_config")
+SHRINK_LADDER = [(layers, every_sub_config) for every_sub_config in (True, False) for layers in LAYER_LADDER]
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decoder_layers", "encoder_layers",
                 "num_decoder_layers", "num_encoder_layers")
 # Token-id fields: moved inside the shrunk vocabulary when they fall outside it.
 TOKEN_ID_FIELDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                    "cls_token_id", "mask_token_id", "unk_token_id", "image_token_id", "image_token_index",
                    "video_token_id", "audio_token_id", "boi_token_id", "eoi_token_id")
-# Sub-configuration fields shrunk like the top-level one.
-SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder_config", "decoder_config",
-               "speech_config", "qformer_config", "backbone_config")
 
 
 # Failures with a known cause (a substring of the reason or of the fallbacks -> the explanation); each is a
 # documented TorchNeuron behaviour or a localneuron gap owned by other work.
 KNOWN_CAUSES = {
-    "histogram_cpu": "MoE routers call torch.histc on integer tensors off the CPU (CUDA implements it); the "
-                     "integer device kernel is being added by the conformance work",
-    "exceeded": "slower than the sweep's per-architecture limit on a shared 2-core host",
-    "aten::uniform_": "the model draws random numbers in forward (ViT-MAE masking); the neuron generator's "
-                      "stream differs from the CPU's, as on Trainium",
-    "(aten::index)": "CPU index tensors on a device tensor (CUDA accepts them); being fixed by the conformance "
-                     "work",
+    "exceeded": "slower than the sweep's per-architecture limit of CPU time on a shared 2-core host",
 }
 
 
 def known_cause(record: dict) -> str | None:
     text = (record["reason"] or "") + " " + " ".join(record["fallbacks"])
     return next((cause for key, cause in KNOWN_CAUSES.items() if key in text), None)
+
+
+# sweep status -> the status expected_status.check compares (crash and timeout are failures there)
+CHECKED_STATUS = {"pass": "pass", "fail": "fail", "crash": "fail", "timeout": "fail", "cpu-fails": "skip"}
+
+
+def expected_line(record: dict) -> str:
+    """The checked-in expectation for one architecture's record (tests/expected_status.py format)."""
+    where = f"{record['stage']}: {record['reason']}"
+    if record["status"] == "pass":
+        return "pass"
+    if record["status"] == "cpu-fails":
+        return f"skip: the shrunk model does not run on the CPU ({where})"
+    return f"xfail: {known_cause(record) or 'unclassified'} ({record['status']} at {where})"
 
 
 # --------------------------------------------------------------------------------------------- catalogue
@@ -103,7 +125,7 @@ def architectures() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- worker side
-def _shrink(config, layers: int, seen=None) -> None:
+def _shrink(config, layers: int, every_sub_config: bool = True, seen=None) -> None:
     seen = seen if seen is not None else set()
     if id(config) in seen:
         return
@@ -139,24 +161,32 @@ def _shrink(config, layers: int, seen=None) -> None:
                 setattr(config, field, vocab - 1 - TOKEN_ID_FIELDS.index(field) % 8)
             elif isinstance(token, list):
                 setattr(config, field, [t if t < vocab else vocab - 1 for t in token])
-    for field in SUB_CONFIGS:
-        sub = getattr(config, field, None)
-        if sub is not None and hasattr(sub, "to_dict"):
-            _shrink(sub, layers, seen)
+    for field, sub in list(vars(config).items()):
+        if _is_config(sub) and (every_sub_config or field in MAIN_SUB_CONFIGS):
+            _shrink(sub, layers, every_sub_config, seen)
 
 
-def _build(model_type: str, class_name: str, layers: int = LAYER_LADDER[0]):
+def _is_config(value) -> bool:
+    from transformers import PretrainedConfig
+
+    return isinstance(value, PretrainedConfig)
+
+
+def _build(model_type: str, class_name: str, layers: int = LAYER_LADDER[0], every_sub_config: bool = True):
     import torch
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     config = CONFIG_MAPPING[model_type]()
-    _shrink(config, layers)
+    _shrink(config, layers, every_sub_config)
     if hasattr(config, "_attn_implementation"):
         config._attn_implementation = "eager"  # the same attention code on both devices
     torch.manual_seed(0)
     model = getattr(transformers, class_name)(config)
     return model.eval(), config
+
+
+GENERATED_INPUTS = ("input_ids", "pixel_values", "input_features", "input_values")
 
 
 def _inputs(model, config, device):
@@ -203,6 +233,9 @@ def _forward_backward(model, inputs):
     import torch
 
     model.zero_grad(set_to_none=True)
+    # Models that draw random numbers in forward (ViT-MAE's masking) draw the same ones on both devices: each
+    # device's default generator is seeded alike right before the forward.
+    torch.manual_seed(FORWARD_SEED)
     outputs = _tensors(model(**inputs))
     if not outputs:
         raise ValueError("the model returned no floating-point tensor")
@@ -237,12 +270,18 @@ def run_architecture(model_type: str, class_name: str) -> dict:
     import torch
     import torch_neuronx
 
+    import transformers
+
     record = {"model_type": model_type, "class": class_name, "status": "pass", "stage": None, "reason": None,
               "fallbacks": []}
-    for layers in LAYER_LADDER:
+    main_input = getattr(getattr(transformers, class_name), "main_input_name", "input_ids")
+    if main_input not in GENERATED_INPUTS:  # known before building a (possibly large) model
+        return {**record, "status": "cpu-fails", "stage": "inputs",
+                "reason": f"main input {main_input!r} is not generated by the sweep"}
+    for layers, every_sub_config in SHRINK_LADDER:
         stage = "build"
         try:
-            model, config = _build(model_type, class_name, layers)
+            model, config = _build(model_type, class_name, layers, every_sub_config)
             stage = "cpu"
             cpu_inputs = _inputs(model, config, "cpu")
             cpu_outputs, cpu_grads = _forward_backward(model, cpu_inputs)
@@ -252,9 +291,9 @@ def run_architecture(model_type: str, class_name: str) -> dict:
                                             min_new_tokens=NEW_TOKENS)
             break
         except Exception as error:  # noqa: BLE001 - every failure is data for the table
-            if layers == LAYER_LADDER[-1]:
+            if (layers, every_sub_config) == SHRINK_LADDER[-1]:
                 return {**record, "status": "cpu-fails", "stage": stage, "reason": _reason(error)}
-    record["layers"] = layers
+    record["layers"], record["every_sub_config_shrunk"] = layers, every_sub_config
     torch_neuronx.clear_op_tracking()
     try:
         stage = "to_device"
@@ -324,17 +363,27 @@ class _Worker:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
-    def next_line(self, timeout):
-        """The next protocol line, or None when the worker died or stayed silent past the timeout."""
-        deadline = time.monotonic() + timeout
+    def _cpu_seconds(self) -> float:
+        import psutil
+
+        try:
+            times = psutil.Process(self.process.pid).cpu_times()
+        except psutil.Error:  # the worker is gone: the reader thread reports it
+            return 0.0
+        return times.user + times.system + times.children_user + times.children_system
+
+    def next_line(self, cpu_timeout):
+        """The next protocol line, or None when the worker died or used more than cpu_timeout CPU seconds
+        (or WALL_LIMIT_FACTOR times that in wall time) without producing one."""
+        cpu_start, wall_deadline = self._cpu_seconds(), time.monotonic() + WALL_LIMIT_FACTOR * cpu_timeout
         while True:
             try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+                line = self.lines.get(timeout=1.0)
             except queue.Empty:
-                return None
+                line = ""
             if line is None or line.startswith(("READY", "START ", "RESULT ")):
                 return line
-            if time.monotonic() > deadline:
+            if self._cpu_seconds() - cpu_start > cpu_timeout or time.monotonic() > wall_deadline:
                 return None
 
     def stop(self):
@@ -361,7 +410,7 @@ def _run_list(items, log) -> list[dict]:
                 died = worker.process.poll() is not None
                 records.append({"model_type": model_type, "class": class_name,
                                 "status": "crash" if died else "timeout", "stage": "worker",
-                                "reason": f"the worker {'died' if died else f'exceeded {ARCH_TIMEOUT_S:.0f} s'}"
+                                "reason": f"the worker {'died' if died else f'exceeded {ARCH_TIMEOUT_S:.0f} CPU seconds or {WALL_LIMIT_FACTOR * ARCH_TIMEOUT_S:.0f} s'}"
                                           " on this architecture", "fallbacks": []})
                 log(f"{model_type}: {records[-1]['status']}")
                 worker.stop()
@@ -389,6 +438,18 @@ def run_sweep(types=None, workers: int = 2, log=lambda message: None) -> dict:
     records = sorted((r for share in results for r in share), key=lambda r: r["model_type"])
     return {"records": records, "seconds": round(time.monotonic() - started, 1), "workers": workers,
             "catalogue_size": len(catalogue)}
+
+
+def merge(sweeps: list[dict]) -> dict:
+    """One sweep from several run in chunks (e.g. `--types` slices run one after another): records joined, a
+    type swept twice keeps its later record, seconds summed."""
+    if not sweeps:
+        raise ValueError("no sweep to merge: pass at least one --from-json file")
+    records = {r["model_type"]: r for sweep in sweeps for r in sweep["records"]}
+    return {"records": sorted(records.values(), key=lambda r: r["model_type"]),
+            "seconds": round(sum(sweep["seconds"] for sweep in sweeps), 1),
+            "workers": max(sweep["workers"] for sweep in sweeps),
+            "catalogue_size": sweeps[-1]["catalogue_size"]}
 
 
 def summarize(sweep: dict) -> dict:
@@ -430,6 +491,16 @@ def markdown(sweep: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load(path: str) -> dict:
+    with open(path) as f:
+        sweep = json.load(f)
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("records"), list) or not all(
+            isinstance(r, dict) and isinstance(r.get("model_type"), str) and isinstance(r.get("status"), str)
+            for r in sweep["records"]) or not isinstance(sweep.get("seconds"), (int, float)):
+        raise SystemExit(f"{path} is not a `hf_sweep.py --json` output; re-run the sweep with --json {path}")
+    return sweep
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -437,17 +508,29 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json")
     parser.add_argument("--markdown")
+    parser.add_argument("--write-expected", action="store_true",
+                        help=f"write the expected status per architecture to {os.path.relpath(EXPECTED_FILE)}")
+    parser.add_argument("--from-json", nargs="+", metavar="JSON",
+                        help="do not sweep: merge these --json outputs of earlier (chunked) runs")
     args = parser.parse_args()
     if args.worker:
         return worker_main()
-    sweep = run_sweep(args.types.split(",") if args.types else None, args.workers,
-                      log=lambda message: print(message, file=sys.stderr, flush=True))
+    if args.from_json:
+        sweep = merge([_load(path) for path in args.from_json])
+    else:
+        sweep = run_sweep(args.types.split(",") if args.types else None, args.workers,
+                          log=lambda message: print(message, file=sys.stderr, flush=True))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(sweep, f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(markdown(sweep))
+    if args.write_expected:
+        import expected_status
+
+        expected_status.write(EXPECTED_FILE, {r["model_type"]: expected_line(r) for r in sweep["records"]},
+                              "tests/hf_sweep.py", partial=args.types is not None)
     print(summary_line(sweep))
 
 

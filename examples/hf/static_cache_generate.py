@@ -35,14 +35,16 @@ def generate_all(bucket: int | None, device: str = "neuron", new_tokens: int = 6
                                 cache_implementation=cache_implementation)
         outputs.append(tokenizer.decode(tokens[0, batch["input_ids"].shape[1]:]))
     seconds = time.perf_counter() - started
+    compiled = _compile_report()
     return {"bucket": bucket, "outputs": outputs, "seconds": round(seconds, 2),
-            "graphs_compiled": len(torch_neuronx.get_dynamo_metrics()), "recompiles": _recompiles()}
+            "graphs_compiled": len(torch_neuronx.get_dynamo_metrics()), "recompiles": compiled["recompiles"],
+            "recompiled_frames": compiled["recompiled_frames"]}
 
 
-def _recompiles():
+def _compile_report():
     from localneuron.compiler import report
 
-    return report.collect()["recompiles"]
+    return report.collect()
 
 
 def main():
@@ -50,8 +52,8 @@ def main():
     parser.add_argument("--bucket", type=int, default=None, help="pad prompts to a multiple of this length")
     args = parser.parse_args()
     result = generate_all(args.bucket)
-    for r in result["recompiles"]:
-        print(f"recompiled {r['frame']}: {r['reason']}")
+    for frame in result["recompiled_frames"]:
+        print(f"{frame['frame']}: {frame['graphs']} graphs, for lengths {frame['lengths']}")
     print(f"{len(PROMPTS)} prompts of lengths {[len(p) for p in PROMPTS]} tokens: {result['graphs_compiled']} graphs "
           f"compiled, {result['seconds']} s")
     print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "recompiles"}), flush=True)

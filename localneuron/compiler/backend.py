@@ -14,7 +14,7 @@ from torch._inductor.decomposition import select_decomp_table
 
 from localneuron import _C
 from localneuron.compiler import errors, metrics, placement, progress
-from localneuron.ops import policy
+from localneuron.ops import policy, tracking
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
 from localneuron.compiler.settings import resolve
 from localneuron.runtime import call_sites
@@ -67,6 +67,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     recompiles, reason = metrics.record_frame(compile_id.frame_id, frame, str(compile_id), example_inputs)
     if recompiles:
         call_sites.record(call_sites.RECOMPILE, frame)
+        tracking.warn_once(f"recompile:{frame}:{reason}", f"{frame} recompiles (graph {recompiles + 1} of this frame) "
+                           f"for a new input shape: {reason}. Static shapes compile one graph per shape: pad inputs "
+                           "to a few bucket lengths to bound the recompiles.")
     graph = DynamoGraph(settings=settings, name=f"{settings.model_name}_{_graph_count}", frame=frame,
                         compile_id=str(compile_id), fullgraph=fullgraph, recompiles=recompiles, recompile_reason=reason)
     _graph_count += 1

@@ -3,7 +3,9 @@ recompile log the portability report shows.
 
 A "graph" is one executable the backend built: the forward, backward or inference graph of one
 Dynamo graph. Recompiles are counted per Dynamo frame: TorchNeuron compiles static shapes only, so
-every new input shape of a frame is a new compilation, and the shapes that caused it are kept.
+every new input shape of a frame is a new compilation, and the shapes that caused it are kept, with the
+"lengths": the sizes of the dimensions that differ between the frame's compilations (a prompt or cache
+length, a batch size), which is what padding to buckets bounds.
 """
 import threading
 from dataclasses import asdict, dataclass, field
@@ -36,9 +38,28 @@ class NeuronCompilationMetrics:
 @dataclass
 class FrameRecord:
     name: str
-    signature: tuple
-    compiles: int = 1
-    recompiles: list[dict] = field(default_factory=list)  # {"compile_id", "reason", "shapes"}
+    signatures: list[tuple]  # one per compilation of the frame, in order
+    recompiles: list[dict] = field(default_factory=list)  # {"compile_id", "reason", "shapes", "lengths"}
+
+    @property
+    def compiles(self) -> int:
+        return len(self.signatures)
+
+    def lengths(self) -> list[int]:
+        """The distinct sizes the frame was compiled for, over the dimensions that differ between its
+        compilations (empty when only dtypes or the number of inputs changed)."""
+        if len({len(s) for s in self.signatures}) != 1:
+            return []
+        sizes = set()
+        for position in range(len(self.signatures[0])):
+            shapes = [s[position][0] for s in self.signatures if len(s[position]) == 2]
+            if len(shapes) != len(self.signatures) or len({len(shape) for shape in shapes}) != 1:
+                continue
+            for dim in range(len(shapes[0])):
+                seen = {shape[dim] for shape in shapes}
+                if len(seen) > 1:
+                    sizes |= seen
+        return sorted(sizes)
 
 
 _lock = threading.Lock()
@@ -70,13 +91,15 @@ def record_frame(frame_id: int, name: str, compile_id: str, example_inputs) -> t
     with _lock:
         record = _frames.get(frame_id)
         if record is None:
-            _frames[frame_id] = FrameRecord(name=name, signature=sig)
+            _frames[frame_id] = FrameRecord(name=name, signatures=[sig])
             return 0, None
-        reason = _describe_change(record.signature, sig)
-        record.compiles += 1
-        record.recompiles.append({"compile_id": compile_id, "reason": reason,
+        reason = _describe_change(record.signatures[-1], sig)
+        record.signatures.append(sig)
+        lengths = record.lengths()
+        if lengths:
+            reason += f" (lengths compiled for this frame: {', '.join(map(str, lengths))})"
+        record.recompiles.append({"compile_id": compile_id, "reason": reason, "lengths": lengths,
                                   "shapes": [list(s[0]) for s in sig if len(s) == 2]})
-        record.signature = sig
         return len(record.recompiles), reason
 
 

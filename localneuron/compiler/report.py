@@ -31,6 +31,8 @@ def collect() -> dict:
         "graph_breaks": _graph_breaks(),
         "eager_op_splits": dict(splits.most_common()),
         "recompiles": [{"frame": f.name, **r} for f in metrics.frames().values() for r in f.recompiles],
+        "recompiled_frames": [{"frame": f.name, "graphs": f.compiles, "lengths": f.lengths()}
+                              for f in metrics.frames().values() if f.recompiles],
         "failures": metrics.failures(),
         "estimated_device_seconds_by_graph": device_time.estimated_seconds(),
         "graphs": [{"graph": g.graph, "kind": g.kind, "frame": g.frame, "nodes": g.node_count,
@@ -57,6 +59,10 @@ def render(data: dict) -> list[str]:
     recompiles = data["recompiles"]
     lines.append(f"Recompiles (static shapes: one graph per input shape): {len(recompiles)}" if recompiles
                  else "Recompiles: none")
+    for f in data["recompiled_frames"]:
+        lengths = f" for lengths {', '.join(map(str, f['lengths']))}" if f["lengths"] else ""
+        lines.append(f"    {f['frame']}: {f['graphs']} graphs{lengths} (pad inputs to a few bucket lengths to "
+                     "bound them)")
     for r in recompiles:
         lines.append(f"    {r['frame']} [{r['compile_id']}]: {r['reason']}")
     estimates = data["estimated_device_seconds_by_graph"]
