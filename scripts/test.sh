@@ -7,6 +7,7 @@ bash scripts/setup.sh
 # extra -> its tests (each extra has a virtual environment of its own: scripts/extra_env.sh)
 declare -A EXTRA_TESTS=(
   [titan]="tests/test_torchtitan_recipe.py"
+  [vllm]="tests/test_vllm_plugin.py"
 )
 status=0
 python3 -m pytest -q -ra tests "$@" || status=$?
