@@ -88,6 +88,19 @@ def test_a_compiled_graph_is_cheaper_than_its_ops_launched_one_by_one():
         TRN2, "aten::relu", [meta(4096)], [meta(4096)])
 
 
+def test_small_dma_descriptors_run_below_the_sustained_rate():
+    core = TRN1.core
+    efficiency = [core.dma_efficiency(b) for b in (256, 512, 2048, 4096, 65536)]
+    assert efficiency == sorted(efficiency) and efficiency[-2:] == [1.0, 1.0]
+    assert efficiency[0] < 0.25   # < 256 B is overhead-bound (reference §8.6)
+    # a graph input read in one-token descriptors (a KV cache) costs more than the same bytes read in bulk
+    cache = meta(1, 2, 8192, 128)
+    ops = [GraphOp("aten::cat", ((1, cache), (2, meta(1, 2, 1, 128))), ((3, meta(1, 2, 8193, 128)),))]
+    bulk = graph(TRN1, ops, outputs=set())
+    token_by_token = graph(TRN1, ops, outputs=set(), descriptor_bytes={1: 2 * 128 * 2})
+    assert token_by_token.memory == pytest.approx(bulk.memory / core.dma_efficiency(512), rel=0.01)
+
+
 def test_collectives_scale_with_bytes_and_ranks():
     for chip in (TRN1, TRN2):
         node = collectives.Group(16, 16)

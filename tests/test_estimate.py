@@ -196,3 +196,13 @@ def test_builder_and_transformers_describe_the_same_model(config):
     untied = architecture.from_config({**raw, "tie_word_embeddings": not arch.tied_embeddings})
     assert hf.parameter_count(hf.hf_config({**raw, "tie_word_embeddings": not arch.tied_embeddings})) == \
         untied.parameters != arch.parameters
+
+
+def test_decode_reads_the_kv_cache_in_one_token_descriptors():
+    # the cache lies token by token: 4 kv heads x 64 x bf16 = 512 B per token and layer, read at that
+    # descriptor size's DMA rate, not the bulk rate
+    arch = small_llama()
+    memory = [estimate(arch, "decode", target=TRN1, input_len=n, output_len=2)["breakdown"]["memory"]
+              for n in (4096, 8192)]
+    cache_bytes = arch.layers * 2 * arch.kv_heads * 4096 * arch.head_dim * 2
+    assert memory[1] - memory[0] == pytest.approx(TRN1.hbm_transfer_s(cache_bytes, 512), rel=0.1)

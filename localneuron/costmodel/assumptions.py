@@ -32,4 +32,7 @@ RULES = (
     "leaves each chip once); between instances it runs over EFA, shared by every group crossing the instance.",
     "Gradients accumulate in fp32 over the micro-batches: each backward reads and writes the accumulator.",
     "Small collectives use a tree when it is faster than the ring (latency log2(n) steps instead of n).",
+    "A decode step appends one token to the KV cache, so the cache lies token by token in HBM and reading it "
+    "uses DMA descriptors of one token's keys (or values) of the core's heads: below 4 KiB they run under the "
+    "sustained rate by the per-descriptor cost the 4 KiB figure implies (reference §8.6; the NKI cycle model's rule).",
 )

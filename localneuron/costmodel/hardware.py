@@ -54,6 +54,17 @@ class NeuronCore:
         return 2 * self.pe_array * self.pe_array * self.clock_ghz["tensor"] * 1e9
 
     @property
+    def dma_descriptor_ns(self):
+        """Per-descriptor DMA overhead: 4 KiB descriptors run at the sustained rate while the payload
+        itself moves at the theoretical engine rate (§8.6 efficiency curve)."""
+        return 4096 / self.dma_sustained_bytes_per_ns - 4096 / self.dma_peak_bytes_per_ns
+
+    def dma_efficiency(self, descriptor_bytes):
+        """Share of the sustained DMA rate reached with descriptors of `descriptor_bytes` (1 from 4 KiB)."""
+        per_descriptor_ns = self.dma_descriptor_ns + descriptor_bytes / self.dma_peak_bytes_per_ns
+        return min(1.0, descriptor_bytes / self.dma_sustained_bytes_per_ns / per_descriptor_ns)
+
+    @property
     def dma_bytes_per_s(self):
         """What all DMA queues of the core sustain on large transfers: the core's reach into HBM."""
         return self.dma_queues * self.dma_sustained_bytes_per_ns * 1e9
@@ -106,6 +117,12 @@ class Chip:
         """A core reaches HBM through its DMA queues: the smaller of its share of the chip's HBM
         bandwidth and what its queues sustain (§7.2 'derived per-core HBM share')."""
         return self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, self.core.dma_bytes_per_s)
+
+    def hbm_transfer_s(self, nbytes, descriptor_bytes=None):
+        """Seconds for one core to move `nbytes` between HBM and SBUF; `descriptor_bytes` when the
+        transfer can only use descriptors that small (the DMA queues then fall below their sustained rate)."""
+        dma = self.core.dma_bytes_per_s * (self.core.dma_efficiency(descriptor_bytes) if descriptor_bytes else 1.0)
+        return nbytes / (self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, dma))
 
     @property
     def host_link_bytes_per_s(self):

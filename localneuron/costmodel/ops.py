@@ -30,14 +30,16 @@ def _sbuf_limit(chip: Chip) -> float:
     return SBUF_SHARE_FOR_INTERMEDIATES * chip.core.sbuf_bytes * chip.lnc
 
 
-def _in_graph(chip: Chip, name: str, inputs: list, outputs: list, moved: int) -> Breakdown:
-    """An op inside a compiled graph that moves `moved` bytes between HBM and SBUF: no launch of its
-    own; its engines wait on their dependency latency, a transfer on the fixed DMA latency."""
+def _in_graph(chip: Chip, name: str, inputs: list, outputs: list, moved: int, memory: float | None = None) -> Breakdown:
+    """An op inside a compiled graph that moves `moved` bytes between HBM and SBUF (in `memory` seconds
+    when not all at the sustained rate): no launch of its own; its engines wait on their dependency
+    latency, a transfer on the fixed DMA latency."""
     work = op_work(chip, name, inputs, outputs)
     compute = work.compute_s
     if compute > 0:
         compute += tiles.DEPENDENCY_LATENCY / (chip.core.clock_ghz[work.busiest] * 1e9)
-    memory = moved / chip.memory_bytes_per_s_per_core
+    if memory is None:
+        memory = moved / chip.memory_bytes_per_s_per_core
     if moved:
         memory = max(memory, chip.core.dma_fixed_latency_ns * 1e-9)
     return Breakdown(compute=compute, memory=max(0.0, memory - compute))
@@ -63,10 +65,12 @@ class GraphOp:
     on_host: bool = False
 
 
-def graph(chip: Chip, ops: list[GraphOp], outputs: set) -> Breakdown:
+def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict | None = None) -> Breakdown:
     """A compiled graph: one launch; `outputs` are the keys of tensors that must reach HBM (results,
     activations saved for the backward, gradients). A CPU-fallback op splits the graph: it pays the
-    host link for its operands, and the rest of the graph one more launch."""
+    host link for its operands, and the rest of the graph one more launch. `descriptor_bytes` names
+    graph inputs whose layout only allows DMA descriptors that small (key -> bytes; a KV cache)."""
+    descriptor_bytes = descriptor_bytes or {}
     sbuf_limit = _sbuf_limit(chip)
     produced = {key for op in ops for key, _ in op.outputs}
     read_once = set()
@@ -77,20 +81,23 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set) -> Breakdown:
             total.host += moved / chip.host_link_bytes_per_s
             total.launches += chip.launch_overhead_s    # the graph continues as a second piece
             continue
-        moved = 0
+        moved, memory = 0, 0.0
         for key, t in op.inputs:
             size = tensor_bytes(t)
             spilled = size > sbuf_limit
             if key not in produced and (key not in read_once or spilled):
                 moved += size           # a graph input, read from HBM (again, if it cannot stay in SBUF)
+                memory += chip.hbm_transfer_s(size, descriptor_bytes.get(key))
                 read_once.add(key)
             elif key in produced and spilled:
                 moved += size           # a spilled intermediate read back
+                memory += chip.hbm_transfer_s(size)
         for key, t in op.outputs:
             size = tensor_bytes(t)
             if key in outputs or size > sbuf_limit:
                 moved += size
-        total += _in_graph(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs], moved)
+                memory += chip.hbm_transfer_s(size)
+        total += _in_graph(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs], moved, memory)
     return total
 
 

@@ -161,7 +161,7 @@ def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: in
             cache = model(input_ids=_ids(request.batch, context), use_cache=True).past_key_values
     with torch.no_grad():
         traced = trace_module(layout.chip, _Generate(model, cache), (_ids(request.batch, new_tokens),),
-                              tuple(cache_tensors(cache)))
+                              tuple(cache_tensors(cache)), kv_cache=tuple(cache_tensors(cache)))
     cached = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
     return traced, cached / layers / max(context, 1)
 

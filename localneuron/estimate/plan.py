@@ -236,7 +236,8 @@ def _inference_stack(arch: Architecture, layout: Layout, request: Request, new_t
     if context:
         cache = _empty(b, shard(arch.kv_heads, tp), context, arch.head_dim, dtype=dtype)
         past = (cache, cache.clone())
-    traced_layer = trace_module(chip, layer, (_empty(b, new_tokens, h, dtype=dtype),), (cos, sin, past))
+    traced_layer = trace_module(chip, layer, (_empty(b, new_tokens, h, dtype=dtype),), (cos, sin, past),
+                                kv_cache=past or ())
     traced_embedding = trace_module(chip, _build(EmbeddingShard, arch, tp, False, new_tokens, dtype=dtype),
                                     (_empty(b, new_tokens, dtype=torch.int64),))
     # the next token needs the logits of the last position only

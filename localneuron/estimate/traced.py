@@ -28,10 +28,18 @@ class TracedModule:
     flops: float = 0.0
 
 
+def kv_cache_descriptor_bytes(cache: torch.Tensor) -> int:
+    """A decode step appends one token to the cache, so the cache sits token by token in HBM: one
+    token's keys (or values) of every local head and sequence, (batch, heads, tokens, head_dim) here,
+    is the longest contiguous run a read of it can put in one DMA descriptor."""
+    return cache.numel() * cache.element_size() // max(1, cache.shape[-2])
+
+
 def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: tuple = (),
-                 train: bool = False) -> TracedModule:
+                 train: bool = False, kv_cache: tuple = ()) -> TracedModule:
     """`inputs` are the activations the module consumes (their gradients are wanted when training);
-    `constants` are shared tensors such as masks and rotary tables, not activations of this module."""
+    `constants` are shared tensors such as masks and rotary tables, not activations of this module;
+    `kv_cache` those of the constants that are a decode cache (read with small descriptors)."""
     module.train(train)
     parameters = list(module.parameters())
     constant_tensors = [t for t in tree_flatten(constants)[0] if isinstance(t, torch.Tensor)]
@@ -39,6 +47,7 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
     with trace:
         trace.track(parameters + [t for t in inputs if isinstance(t, torch.Tensor)] + constant_tensors)
         fixed = {trace.key(t) for t in parameters + constant_tensors}
+        cache_descriptors = {trace.key(t): kv_cache_descriptor_bytes(t) for t in kv_cache if t.dim() >= 3}
         # inference runs without autograd: nothing is kept for a backward, so nothing extra reaches HBM
         with trace.saving(), torch.set_grad_enabled(train):
             out = module(*inputs, *constants)
@@ -49,7 +58,7 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
             target.backward(torch.empty_like(target))
     saved = {k: b for k, b in trace.saved.items() if k not in fixed}
     forward_ops = trace.ops("forward")
-    forward = cost_ops.graph(chip, forward_ops, set(forward_out) | set(saved))
+    forward = cost_ops.graph(chip, forward_ops, set(forward_out) | set(saved), cache_descriptors)
     eager = cost_ops.eager_sequence(chip, forward_ops)
     backward = Breakdown()
     if train:

@@ -39,9 +39,7 @@ class Timeline:
         self.finish = 0.0
         self.counts = Counter()
         self.trace = [] if keep_trace else None
-        # Per-descriptor DMA overhead, derived so that 4 KiB descriptors run at the published
-        # sustained rate while the payload itself moves at the theoretical engine rate.
-        self.dma_descriptor_ns = 4096 / target.dma_sustained_bytes_per_ns - 4096 / target.dma_peak_bytes_per_ns
+        self.dma_descriptor_ns = target.dma_descriptor_ns
 
     # --- dependencies -------------------------------------------------------------------
     @staticmethod
