@@ -25,7 +25,11 @@ _credited_ns: Counter = Counter()
 
 def _backward_caller() -> str | None:
     """The user line whose backward() the autograd engine is running (the thread waiting in it)."""
-    for frame in sys._current_frames().values():
+    others = sys._current_frames()
+    # this thread's own frame would be a local of itself: a cycle that keeps every caller's locals (the
+    # user's activations) alive until the garbage collector runs
+    others.pop(threading.get_ident(), None)
+    for frame in others.values():
         walk = frame
         while walk is not None and walk.f_code.co_name != _BACKWARD_ENTRY:
             walk = walk.f_back
