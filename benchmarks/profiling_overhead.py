@@ -69,7 +69,8 @@ class attribution_off:
 
 
 class hooks_timed:
-    """Attribution on, with the time spent inside its hooks added up."""
+    """Attribution on, with the time spent inside its Python hooks added up (the source-line samples the
+    C++ sampler credits itself are not in it: the on/off comparison covers them)."""
     seconds = 0.0
 
     def __enter__(self):
@@ -96,7 +97,7 @@ class hooks_timed:
 
         call_sites.record = record
         _C.set_host_sync_observer(observe)
-        _C.set_line_sampler(sample, line_time.mean_gap_ns())
+        _C.set_line_sampler(sample, line_time.mean_gap_ns(), call_sites.is_library)
 
     def __exit__(self, *exc):
         call_sites.record = self.record

@@ -2,6 +2,7 @@
 #include "memory_history.h"
 
 #include "device_state.h"
+#include "queue.h"
 
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
@@ -183,12 +184,21 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   bool new_segment = false;
   int64_t allocated, reserved;
   {
-    std::lock_guard<std::mutex> lock(m.mu);
-    block = take_cached_locked(m, rounded);
-    new_segment = block == nullptr;
-    if (new_segment) {
+    std::unique_lock<std::mutex> lock(m.mu);
+    // Tensors Python has freed return when the queued work that still uses them is done (stream-ordered
+    // frees): a request that does not fit waits for the device's queue once before it fails.
+    for (bool drained = runs_inline();; drained = true) {
+      block = take_cached_locked(m, rounded);
+      if (block != nullptr) break;
       const Room room = room_for_locked(m, rounded);
+      if (room == Room::None && !drained) {
+        lock.unlock();
+        drain_device(index);
+        lock.lock();
+        continue;
+      }
       if (room == Room::None) raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/false);
+      new_segment = true;
       try {
         block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
       } catch (const c10::Error&) {
@@ -197,6 +207,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
       block->rounded = rounded;
       block->device = index;
       commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
+      break;
     }
     count_alloc_locked(m, static_cast<int64_t>(rounded));
     allocated = m.c.allocated_current;
@@ -221,6 +232,7 @@ struct NeuronAllocator final : c10::DeviceAllocator {
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    drain_device(device);
     const MemoryCounters c = memory_counters(device);
     c10::CachingDeviceAllocator::DeviceStats s;
     s.allocated_bytes[kAgg] = {c.allocated_current, c.allocated_peak, c.allocated_total, c.freed_total};
@@ -237,6 +249,7 @@ struct NeuronAllocator final : c10::DeviceAllocator {
   void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
   void resetPeakStats(c10::DeviceIndex device) override { reset_peak(device); }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    drain_device(device);
     const MemoryCounters c = memory_counters(device);
     return {static_cast<size_t>(c.capacity - c.reserved_current), static_cast<size_t>(c.capacity)};
   }

@@ -1,6 +1,7 @@
 // Which simulated NeuronCores exist and which one the calling thread uses.
 #pragma once
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,9 @@ int64_t device_capacity();
 const std::string& target_name();
 
 c10::DeviceIndex current_device();
+// The calling thread's current stream (one id space for all devices; 0 is each device's default).
+c10::StreamId current_stream_id();
+void set_current_stream_id(c10::StreamId id);
 void set_current_device(c10::DeviceIndex index);
 // Resolves -1 ("the current device") and checks the range with the runtime's wording. Takes a wide
 // integer so that an index from Python is checked before it is narrowed to a DeviceIndex.

@@ -1,8 +1,12 @@
 // The eager executor: every ATen op on neuron tensors without a dedicated kernel lands here. Each
 // op signature is "compiled" once into an executable (Python decides how it runs) and cached; a
 // cache hit runs the host kernel on zero-copy aliases without touching Python.
+//
+// Seams: executor_contract.h (routes and callbacks, the contract with Python), signature.* (the
+// cache key), executable_cache.* (executables by key), python_bridge.* (calls into the policy),
+// execution.* (the boxed entry and the device route), fast_ops.cpp (unboxed add/sub/mul/div).
 #pragma once
-#include <pybind11/pybind11.h>
+#include "executor_contract.h"
 
 #include <cstdint>
 #include <string>
@@ -11,19 +15,12 @@
 
 namespace localneuron {
 
-// Device: host kernel on aliases. Python: a Python routine (CPU fallback, float64 policy).
-// DeviceWrapInt64: as Device, then int64 results wrap around like the int32 values Neuron computes.
-enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
-
-// on_miss(op, args, kwargs) -> (route, executable_id, estimated device ns per call)
-// run_python(executable_id, op, args, kwargs) -> result
-// on_device_failure(executable_id, op, args, kwargs, message) -> result (or raises)
-void set_executor_callbacks(pybind11::object on_miss, pybind11::object run_python,
-                            pybind11::object on_device_failure);
-void install_executor();
+// Installs the callbacks and the executor's kernels; once per process (a second call raises).
+void install_executor(ExecutorCallbacks callbacks);
+void install_fast_ops();
 // Runs a composite op ("name.overload") whole through the executor instead of its decomposition.
 void route_whole(const std::string& op_name);
-// Returns the previous setting; see t_device_route_only in executor.cpp.
+// Returns the previous setting; see t_device_route_only in execution.cpp.
 bool set_device_route_only(bool on);
 
 struct ExecutorCounters {

@@ -1,22 +1,20 @@
-// Device guard: current device, streams and events. The simulated core executes each op when it is
-// issued, so every stream is always idle and events carry the host time at which they were recorded.
+// Device guard: current device, streams and events, over the device queues (queue.h).
 #include "device_state.h"
+#include "queue.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
-#include <chrono>
 
 namespace localneuron {
 namespace {
 
-thread_local c10::StreamId t_current_stream = 0;
 std::atomic<c10::StreamId> g_next_stream{1};
 
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
+// What torch.Event holds for a neuron event.
+using EventHandle = std::shared_ptr<QueueEvent>;
+
+const EventHandle& handle(void* event) { return *static_cast<EventHandle*>(event); }
 
 struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   NeuronGuardImpl() = default;
@@ -37,7 +35,7 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   c10::Device resolve(c10::Device d) const { return {kNeuron, d.index() < 0 ? current_device() : d.index()}; }
   c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::UNSAFE, resolve(d), t_current_stream);
+    return c10::Stream(c10::Stream::UNSAFE, resolve(d), current_stream_id());
   }
   // getStream must not throw; the streams created here name a device that must exist.
   c10::Stream getDefaultStream(c10::Device d) const override {
@@ -48,26 +46,33 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    const c10::Stream old(c10::Stream::UNSAFE, s.device(), t_current_stream);
-    t_current_stream = s.id();
+    const c10::Stream old(c10::Stream::UNSAFE, s.device(), current_stream_id());
+    set_current_stream_id(s.id());
     return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
-  void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
-    if (*event == nullptr) *event = new double(0);
-    *static_cast<double*>(*event) = now_ms();
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new EventHandle(new_queue_event());
+    record_event(handle(*event), stream);
   }
-  void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<double*>(event); }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event != nullptr) block_stream_on_event(handle(event), stream);
+  }
+  bool queryEvent(void* event) const override { return event == nullptr || event_completed(*handle(event)); }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<EventHandle*>(event);
+  }
+  bool queryStream(const c10::Stream& stream) const override { return stream_idle(stream); }
+  void synchronizeStream(const c10::Stream& stream) const override { synchronize_stream(stream); }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) synchronize_event(*handle(event));
+  }
+  void synchronizeDevice(const c10::DeviceIndex device) const override { synchronize_device(device); }
+  // Queued work holds every tensor it uses until it is done, so a block is never reused early.
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
-    return *static_cast<double*>(end) - *static_cast<double*>(start);
+    return event_elapsed_ms(*handle(start), *handle(end));
   }
 };
 

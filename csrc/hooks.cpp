@@ -4,6 +4,7 @@
 #include "device_state.h"
 #include "generator.h"
 #include "pinned_host.h"
+#include "queue.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/DeviceGuard.h>
@@ -37,6 +38,7 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_size) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    if (!runs_inline()) synchronize_device(impl->device().index());  // queued work may use these bytes
     const c10::DeviceGuard guard(impl->device());
     // An empty DataPtr must still name the device, or the storage would report device cpu.
     c10::DataPtr fresh = new_size ? device_allocator()->allocate(new_size) : c10::DataPtr(nullptr, impl->device());

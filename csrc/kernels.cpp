@@ -4,6 +4,8 @@
 #include "allocator.h"
 #include "device_state.h"
 #include "trace_plugin.h"
+#include "queue.h"
+#include "queued_ops.h"
 #include "transfer_stats.h"
 
 #include <ATen/EmptyTensor.h>
@@ -64,8 +66,15 @@ at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::Sym
   return at::cpu::as_strided_symint(self, size, stride, std::move(offset));
 }
 
+// Host access to device data, and changes of a storage that queued work may still use, wait for the
+// device's queue first (and raise what failed in it).
+void wait_for_device(const at::Tensor& t) {
+  if (t.is_privateuseone() && !runs_inline()) synchronize_device(t.device().index());
+}
+
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> format) {
   check_memory_format("resize_", format);
+  wait_for_device(self);
   const c10::DeviceGuard guard(self.device());
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), format);
 }
@@ -78,9 +87,34 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
   return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
 }
 
+struct QueuedCopy final : QueuedWork {
+  at::Tensor dst, src;  // host aliases, taken when the copy is issued
+  c10::Storage storages[2];
+  QueuedCopy(const at::Tensor& d, const at::Tensor& s)
+      : dst(cpu_alias(d)), src(cpu_alias(s)), storages{d.storage(), s.storage()} {}
+  void run() override { dst.copy_(src); }
+  std::string describe() const override {
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+    return describe_call(op, {dst, src});
+  }
+};
+
+// A copy within one device is queued; a copy to or from the host reads or writes device data now
+// (the host side may change or be read as soon as the call returns).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const bool from_device = self.is_privateuseone();
   const bool to_device = dst.is_privateuseone();
+  count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));
+  if (from_device && to_device && self.device() == dst.device() && !runs_inline()) {
+    WorkScope trace(Work::DeviceToDevice);
+    trace.describe(-1, dst.device().index(), static_cast<int64_t>(dst.nbytes()));
+    auto work = std::make_unique<QueuedCopy>(dst, self);
+    work->launch = trace.hand_off();
+    run_or_enqueue(dst.device().index(), std::move(work), 2 * static_cast<int64_t>(dst.nbytes()));
+    return dst;
+  }
+  wait_for_device(self);
+  wait_for_device(dst);
   const c10::DeviceGuard guard(to_device ? dst.device() : self.device());
   if (from_device && !to_device) note_host_sync(HostSync::CopyToHost);
   WorkScope work(from_device && to_device ? Work::DeviceToDevice
@@ -88,11 +122,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                                           : Work::DeviceToHost);
   work.describe(-1, (to_device ? dst : self).device().index(), static_cast<int64_t>(dst.nbytes()));
   cpu_alias(dst).copy_(cpu_alias(self), non_blocking);
-  count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));
   return dst;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  wait_for_device(dst);
   {
     const c10::DeviceGuard guard(dst.device());
     at::native::resize_(dst, self.sizes(), std::nullopt);
@@ -101,6 +135,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  wait_for_device(self);
   note_host_sync(HostSync::ScalarRead);
   WorkScope work(Work::DeviceToHost);
   work.describe(-1, self.device().index(), static_cast<int64_t>(self.element_size()));
@@ -111,6 +146,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
   TORCH_CHECK(src.is_privateuseone(), "set_: source tensor is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Move it first with .to('neuron').");
+  wait_for_device(self);
   return at::native::set_tensor_(self, src);
 }
 
@@ -118,6 +154,7 @@ at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
               "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
+  wait_for_device(self);
   return at::native::set_(self, src);
 }
 
@@ -126,11 +163,13 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
               "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
+  wait_for_device(self);
   return at::cpu::set_(self, src, offset, size, stride);
 }
 
 // set_() with no source: an empty storage of the tensor's own device (the CPU kernel would give it a host one).
 at::Tensor& set_empty(at::Tensor& self) {
+  wait_for_device(self);
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(self.device().type()), true);
   return at::cpu::set_(self, storage, 0, {0}, {});
 }
@@ -140,7 +179,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return dense(self) && dense(from) && self.layout() == c10::kStrided && from.layout() == c10::kStrided;
 }
 
-// Work on every stream completes when it is issued, so no block is ever reused while a stream uses it.
+// Queued work holds every tensor it uses until it is done, so no block is reused while a stream uses it.
 void record_stream(at::Tensor&, c10::Stream) {}
 
 void refuse_layout(const char* feature, const char* advice, const c10::OperatorHandle& op) {

@@ -1,8 +1,12 @@
 #include "line_sampler.h"
 
+#include <frameobject.h>
+
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <random>
+#include <unordered_map>
 
 namespace py = pybind11;
 
@@ -12,10 +16,12 @@ thread_local int64_t t_ns_until_line_sample = 0;
 
 namespace {
 
-py::object* g_sampler = nullptr;  // process lifetime, like the executor's callbacks
+py::object* g_sampler = nullptr;     // process lifetime, like the executor's callbacks
+py::object* g_is_library = nullptr;
 std::atomic<int64_t> g_mean_gap_ns{-1};  // -1: off
 // While sampling is off, a thread looks again after this much device time (so switching it on is seen).
 constexpr int64_t kIdleRecheckNs = 1'000'000'000;
+constexpr int kSitesPerSample = 2;  // the innermost user frame and its caller (localneuron/runtime/call_sites.py)
 
 thread_local std::mt19937_64 t_rng{std::random_device{}()};
 thread_local bool t_armed = false;  // the thread's first sample point is drawn, not at its first op
@@ -23,6 +29,59 @@ thread_local bool t_armed = false;  // the thread's first sample point is drawn,
 int64_t next_gap(int64_t mean_ns) {
   std::exponential_distribution<double> gap(1.0 / static_cast<double>(mean_ns));
   return static_cast<int64_t>(gap(t_rng)) + 1;
+}
+
+struct Site {
+  PyCodeObject* code[kSitesPerSample] = {nullptr, nullptr};
+  int line[kSitesPerSample] = {0, 0};
+  bool operator==(const Site& o) const {
+    return std::equal(code, code + kSitesPerSample, o.code) && std::equal(line, line + kSitesPerSample, o.line);
+  }
+};
+
+struct SiteHash {
+  size_t operator()(const Site& s) const {
+    size_t h = 0;
+    for (int i = 0; i < kSitesPerSample; ++i) {
+      h = h * 1000003u ^ std::hash<const void*>()(s.code[i]) ^ (static_cast<size_t>(s.line[i]) << 20);
+    }
+    return h;
+  }
+};
+
+// Every code object seen, with whether it is library code. The entries keep their code objects alive
+// (one per function that issued device work) so that the table's keys stay valid. Used with the GIL held.
+std::unordered_map<PyCodeObject*, bool> g_library_code;
+std::mutex g_table_mutex;
+std::unordered_map<Site, int64_t, SiteHash> g_table;
+
+bool is_library(PyCodeObject* code) {
+  auto it = g_library_code.find(code);
+  if (it != g_library_code.end()) return it->second;
+  const bool library = (*g_is_library)(py::handle(code->co_filename)).cast<bool>();
+  Py_INCREF(code);
+  g_library_code.emplace(code, library);
+  return library;
+}
+
+// The innermost user frames of this thread; false if it has none. Holds the GIL.
+bool user_site(Site* site) {
+  int found = 0;
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
+  while (frame != nullptr && found < kSitesPerSample) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    if (!is_library(code)) {
+      site->code[found] = code;
+      site->line[found] = PyFrame_GetLineNumber(frame);
+      ++found;
+    }
+    Py_DECREF(code);  // g_library_code holds it
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return found > 0;
 }
 
 }  // namespace
@@ -49,16 +108,53 @@ void take_line_samples(int64_t estimated_ns) {
   }
   if (credited <= 0) return;
   py::gil_scoped_acquire gil;
-  if (!g_sampler->is_none()) (*g_sampler)(credited);
+  if (g_sampler->is_none()) return;
+  try {
+    Site site;
+    if (user_site(&site)) {
+      std::lock_guard<std::mutex> lock(g_table_mutex);
+      g_table[site] += credited;
+    } else {
+      (*g_sampler)(credited);
+    }
+  } catch (py::error_already_set& e) {
+    // an op must not fail because its time could not be attributed
+    e.discard_as_unraisable("localneuron source-line sampler");
+  }
 }
 
-void set_line_sampler(py::object sampler, int64_t mean_gap_ns) {
-  if (g_sampler == nullptr) g_sampler = new py::object();
+void set_line_sampler(py::object sampler, int64_t mean_gap_ns, py::object is_library) {
+  if (g_sampler == nullptr) {
+    g_sampler = new py::object();
+    g_is_library = new py::object();
+  }
   const bool off = sampler.is_none();
+  if (!off && !PyCallable_Check(is_library.ptr())) throw py::type_error("set_line_sampler: is_library must be callable");
   *g_sampler = std::move(sampler);
+  *g_is_library = std::move(is_library);
   g_mean_gap_ns = off ? -1 : std::max<int64_t>(mean_gap_ns, 0);
   t_ns_until_line_sample = 0;
   t_armed = false;
+}
+
+py::list line_samples(bool clear) {
+  std::unordered_map<Site, int64_t, SiteHash> table;
+  {
+    std::lock_guard<std::mutex> lock(g_table_mutex);
+    if (clear) {
+      table.swap(g_table);
+    } else {
+      table = g_table;
+    }
+  }
+  py::list rows;
+  for (const auto& [site, ns] : table) {
+    py::object caller = site.code[1] ? py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(site.code[1]))
+                                     : py::none();
+    rows.append(py::make_tuple(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(site.code[0])),
+                               site.line[0], caller, site.line[1], ns));
+  }
+  return rows;
 }
 
 }  // namespace localneuron

@@ -1,11 +1,15 @@
 // Estimated device time by the user's source line, for the portability report (on by default).
 //
 // Every op a thread issues adds its estimated device time to a per-thread count-down; when it runs
-// out, the sampler (localneuron/profiler/line_time.py) credits the time of the samples taken to the
-// user's line that issued the op. The gaps between samples are drawn from an exponential
-// distribution (Poisson sampling on the axis of estimated device time), so each line's expected
-// credit is exactly its estimated device time and no loop period can alias with the sampling. A mean
-// gap of 0 credits every op its own time (exact, slower).
+// out, the sample credits the time it stands for to the user's line that issued the op. The gaps
+// between samples are drawn from an exponential distribution (Poisson sampling on the axis of
+// estimated device time), so each line's expected credit is exactly its estimated device time and no
+// loop period can alias with the sampling. A mean gap of 0 credits every op its own time (exact, slower).
+//
+// A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
+// user frames (code object and line; whether a file is library code is asked of Python once per code
+// object); localneuron/profiler/line_time.py formats the table. Only a thread without a user frame
+// (the autograd engine's) calls the Python sampler, which finds the line that called backward().
 #pragma once
 #include <pybind11/pybind11.h>
 
@@ -21,7 +25,12 @@ inline void note_device_time(int64_t estimated_ns) {
   if ((t_ns_until_line_sample -= estimated_ns) <= 0) take_line_samples(estimated_ns);
 }
 
-// sampler(credited_ns) is called on the issuing thread with the GIL held; None switches sampling off.
-void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns);
+// is_library(filename) -> bool; sampler(credited_ns) is called with the GIL held on a thread whose
+// frames are all library code (or that has none). sampler None switches sampling off.
+void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns, pybind11::object is_library);
+
+// The table so far: (code, line, caller code or None, caller line, credited ns) per user line; clear
+// empties it.
+pybind11::list line_samples(bool clear);
 
 }  // namespace localneuron

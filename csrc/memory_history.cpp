@@ -100,7 +100,7 @@ void note_free(c10::DeviceIndex device, const void* address, size_t size) {
   const int64_t t = now_us();
   std::lock_guard<std::mutex> lock(g_mutex);
   push({"free_requested", addr, size, device, t, tb});
-  push({"free_completed", addr, size, device, t, tb});  // execution is synchronous: freed when requested
+  push({"free_completed", addr, size, device, t, tb});  // a block is freed when its last user, queued work included, is done
   auto it = g_segments.find(addr);
   if (it != g_segments.end()) it->second.active = false;
 }

@@ -3,11 +3,13 @@
 #include "allocator.h"
 #include "device_state.h"
 #include "executor.h"
+#include "fusion.h"
 #include "generator.h"
 #include "line_sampler.h"
 #include "memory_history.h"
 #include "operand_devices.h"
 #include "pinned_host.h"
+#include "queue.h"
 #include "trace_plugin.h"
 #include "transfer_stats.h"
 
@@ -39,10 +41,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("runtime_initialized", &runtime_initialized);
   m.def("drain_autograd_device_threads", &drain_autograd_device_threads);
   m.def("mark_runtime_initialized", &mark_runtime_initialized);
-  m.def("mark_forked_child", &mark_forked_child);
+  m.def("mark_forked_child", [] {
+    mark_forked_child();
+    forget_queues_after_fork();
+  });
+  m.def("set_launch_blocking", &set_launch_blocking, "NEURON_LAUNCH_BLOCKING: run every op when it is issued");
+  m.def("set_run_in_place_max_bytes", &set_run_in_place_max_bytes,
+        "queued work up to this many bytes runs on the issuing thread when its stream is idle; -1 restores the default");
+  m.attr("RUN_IN_PLACE_MAX_BYTES") = kRunInPlaceMaxBytes;
+  m.def("synchronize", [](int64_t d) { synchronize_device(checked_index(d)); },
+        "Waits for the device's queued work and raises the first error in it");
+  m.def("drain_all_queues", &drain_all_devices);
+  m.def("synchronize_all", &synchronize_all_devices);
+  m.def("enqueue_busy_period", [](int64_t d, double seconds) { enqueue_busy_period(checked_index(d), seconds); });
+  m.def("shutdown_queues", &shutdown_queues);
 
   m.def("memory_counters", [](int64_t d) {
-    const MemoryCounters c = memory_counters(checked_index(d));
+    const c10::DeviceIndex device = checked_index(d);
+    drain_device(device);  // the statistics after queued frees
+    const MemoryCounters c = memory_counters(device);
     py::dict out;
     out["allocated_current"] = c.allocated_current;
     out["allocated_peak"] = c.allocated_peak;
@@ -59,9 +76,21 @@ PYBIND11_MODULE(_C, m) {
     out["capacity"] = c.capacity;
     return out;
   });
-  m.def("reset_peak_memory", [](int64_t d) { reset_peak(checked_index(d)); });
-  m.def("reset_accumulated_memory", [](int64_t d) { reset_accumulated(checked_index(d)); });
-  m.def("empty_cache", [](int64_t d) { empty_cache(checked_index(d)); });
+  m.def("reset_peak_memory", [](int64_t d) {
+    const c10::DeviceIndex device = checked_index(d);
+    drain_device(device);
+    reset_peak(device);
+  });
+  m.def("reset_accumulated_memory", [](int64_t d) {
+    const c10::DeviceIndex device = checked_index(d);
+    drain_device(device);
+    reset_accumulated(device);
+  });
+  m.def("empty_cache", [](int64_t d) {
+    const c10::DeviceIndex device = checked_index(d);
+    drain_device(device);
+    empty_cache(device);
+  });
 
   m.def("host_memory_counters", [] {
     const HostMemoryCounters c = host_memory_counters();
@@ -99,14 +128,29 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("reset_transfer_counters", &reset_transfer_counters);
 
-  m.def("cpu_alias", &cpu_alias);
+  // Python code that reads or writes device data through an alias (compiled graphs, collectives, NKI)
+  // needs the device's queued work done first.
+  m.def("cpu_alias", [](const at::Tensor& t) {
+    if (t.defined() && t.is_privateuseone()) synchronize_device(t.device().index());
+    return cpu_alias(t);
+  });
   m.def("adopt", &adopt, py::arg("host"), py::arg("device"));
   m.def("default_generator", [](int64_t d) { return default_generator(checked_index(d)); });
   m.def("host_generator", [](int64_t d) { return host_twin(default_generator(checked_index(d))); });
   m.def("host_twin", &host_twin);
 
-  m.def("set_executor_callbacks", &set_executor_callbacks);
-  m.def("install_executor", &install_executor);
+  py::enum_<Route>(m, "Route", "How an executable runs (csrc/executor_contract.h)")
+      .value("DEVICE", Route::Device)
+      .value("PYTHON", Route::Python)
+      .value("DEVICE_WRAP_INT64", Route::DeviceWrapInt64);
+  m.def(
+      "install_executor",
+      [](py::object on_miss, py::object run_python, py::object on_device_failure) {
+        install_executor({std::move(on_miss), std::move(run_python), std::move(on_device_failure)});
+      },
+      py::kw_only(), py::arg("on_miss"), py::arg("run_python"), py::arg("on_device_failure"),
+      "Installs the executor and its policy callbacks (csrc/executor_contract.h); once per process.");
+  bind_fusion(m);
   m.def("route_whole", &route_whole);
   m.def("set_device_route_only", &set_device_route_only);
   m.def("executor_counters", [] {
@@ -115,7 +159,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("executable_calls", &executable_calls);
   m.def("reset_executable_calls", &reset_executable_calls);
-  m.def("clear_executables", &clear_executables);
+  m.def("clear_executables", [] {
+    drain_all_devices();  // queued work refers to them
+    clear_executables();
+  });
+  py::enum_<Execution>(m, "Execution", "When an executable runs (csrc/executor_contract.h)")
+      .value("SYNCHRONOUS", Execution::Synchronous)
+      .value("QUEUED", Execution::Queued)
+      .value("METADATA", Execution::Metadata);
   m.def("cross_device_errors", &cross_device_errors);
   m.def("reset_cross_device_errors", &reset_cross_device_errors);
 
@@ -126,8 +177,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_host_sync_observer", &set_host_sync_observer);
   m.def("start_inspect", &start_inspect);
   m.def("record_memory_history", &record_memory_history);
-  m.def("memory_snapshot", &memory_snapshot);
+  m.def("memory_snapshot", [] {
+    drain_all_devices();  // the blocks after queued frees
+    return memory_snapshot();
+  });
   m.def("stop_inspect", &stop_inspect);
   m.def("set_line_sampler", &set_line_sampler);
+  m.def("line_samples", &line_samples, py::arg("clear"));
   m.def("note_device_time", &note_device_time);
 }

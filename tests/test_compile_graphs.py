@@ -139,3 +139,65 @@ def test_fallback_execution_runs_the_graph_eagerly_with_a_warning(monkeypatch, h
     with pytest.warns(UserWarning, match="Falling back to original GraphModule execution"):
         out = torch.compile(lambda x: x * 4, backend="neuron", options=options)(torch.ones(2, device="neuron"))
     assert out.device.type == "neuron" and out.cpu().tolist() == [4.0, 4.0]
+
+
+# Another library's ops registered for the device alone (as vLLM registers its attention ops on its platform's
+# dispatch key): one functional, one writing into an argument.
+_device_only = torch.library.Library("ln_device_only", "DEF")
+_device_only.define("scaled(Tensor x) -> Tensor")
+_device_only.define("scaled_into(Tensor x, Tensor(a!) out) -> ()")
+calls_on_device = []
+
+
+def _scaled(x):
+    calls_on_device.append(x.device.type)
+    return x * 3
+
+
+def _scaled_into(x, out):
+    calls_on_device.append(x.device.type)
+    out.copy_(x * 3)
+
+
+_device_only.impl("scaled", _scaled, "PrivateUse1")
+_device_only.impl("scaled_into", _scaled_into, "PrivateUse1")
+torch.library.register_fake("ln_device_only::scaled", lambda x: torch.empty_like(x), lib=_device_only)
+torch.library.register_fake("ln_device_only::scaled_into", lambda x, out: None, lib=_device_only)
+
+
+def test_device_only_custom_ops_run_eagerly_on_the_device_between_compiled_pieces():
+    def f(x):
+        y = torch.ops.ln_device_only.scaled(x.sin() + 1)
+        out = torch.empty_like(y)
+        torch.ops.ln_device_only.scaled_into(y * 2, out)
+        return out.cos()
+
+    x = torch.randn(5, 7)
+    calls_on_device.clear()
+    out = torch.compile(f, backend="neuron")(x.to("neuron"))
+    torch.testing.assert_close(out.cpu(), ((x.sin() + 1) * 3 * 2 * 3).cos())
+    assert calls_on_device == ["neuron", "neuron"]  # never with host aliases
+    (forward,) = graphs()
+    assert forward.eager_ops == ["ln_device_only::scaled", "ln_device_only::scaled_into"]
+    assert forward.pieces == 3  # compiled code before, between and after the two device-only ops
+
+
+def test_a_device_only_op_writes_in_place_into_a_fresh_buffer_nothing_else_reads():
+    def into_fresh(x):
+        out = torch.empty(5, 7, device=x.device)
+        torch.ops.ln_device_only.scaled_into(x.sin(), out)
+        return out
+
+    def into_shared(x):
+        out = torch.zeros(5, 7, device=x.device)
+        before = out + 1  # another reader of the buffer: the op writes into a copy
+        torch.ops.ln_device_only.scaled_into(x.sin(), out)
+        return out * before
+
+    x = torch.randn(5, 7)
+    for f, copies in ((into_fresh, False), (into_shared, True)):
+        compiled = torch.compile(f, backend="neuron")
+        compiled(x.to("neuron"))
+        torch_neuronx.clear_op_tracking()
+        torch.testing.assert_close(compiled(x.to("neuron")).cpu(), x.sin() * 3)
+        assert ("aten::clone" in torch_neuronx.get_executed_ops()) == copies, f.__name__

@@ -1,7 +1,7 @@
 """Parallelism on the `neuron` backend against the same job on CPU + Gloo, rank by rank (contract §10.7):
-DDP, FSDP2, tensor and sequence parallelism, pipeline parallelism, FSDP x TP on a 2-D mesh, and a
-distributed checkpoint of an FSDP2 model. Each job trains a small model for a few steps and returns
-its losses and parameters; the neuron run must match the CPU run."""
+DDP, FSDP2, tensor and sequence parallelism, pipeline parallelism, FSDP x TP on a 2-D mesh, a
+distributed checkpoint of an FSDP2 model, and compiled blocks among them. Each job trains a small
+model for a few steps and returns its losses and parameters; the neuron run must match the CPU run."""
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -231,3 +231,47 @@ def test_fsdp_x_tp_2d_mesh_matches_cpu_gloo():
 
 def test_compiled_fsdp_x_tp_2d_mesh_matches_eager_cpu_gloo():
     assert_runs_match(run(__file__, "fsdp_tp_compiled", 4, timeout=300), atol=1e-4, rtol=1e-4)
+
+
+# -- a compiled sequence-parallel block fed by a collective still in flight --
+def sequence_parallel_compiled(device: str) -> dict:
+    """TorchTitan's first block: an eager row-parallel layer (its embedding) hands the block its output
+    while the reduce-scatter into sequence shards is still running (ParallelStyle redistributes with
+    async_op=True), and the compiled block waits for it inside its graph. Rank 1 starts every step late,
+    so rank 0's block starts before that transfer has filled its input. The CPU reference stays eager."""
+    import time
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module,
+    )
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh(device, (world,))
+    model = seeded(lambda: nn.Sequential(nn.Linear(DIM, DIM), MLP())).to(device)
+    parallelize_module(model, mesh, {
+        "0": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1), use_local_output=False),
+        "1.norm": SequenceParallel(),
+        "1.up": ColwiseParallel(input_layouts=Shard(1)),
+        "1.down": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+    })
+    if device == "neuron":
+        model[1].compile(backend="neuron", fullgraph=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    losses = []
+    for step in range(STEPS):
+        x, y = batch(device, step, same_on_all_ranks=True)
+        if rank == 1:
+            time.sleep(0.5)
+        out = model(x).to_local()  # this rank's sequence shard
+        loss = F.mse_loss(out, y.chunk(world, dim=1)[rank])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return {"losses": losses, "params": full_params(model)}
+
+
+def test_compiled_sequence_parallel_block_waits_for_its_input_in_flight():
+    assert_runs_match(run(__file__, "sequence_parallel_compiled", 2, timeout=300), atol=1e-4, rtol=1e-4)

@@ -14,9 +14,10 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "distributed" / "dd
 LOSS = re.compile(r"rank (\d+) step (\d+) loss (\d+\.\d{6}) device ((?:neuron|cpu)(?::\d+)?)")
 
 
-def torchrun(*args: str, script_args: tuple = (), env: dict | None = None) -> subprocess.Popen:
+def torchrun(*args: str, scratch: Path, script_args: tuple = (), env: dict | None = None) -> subprocess.Popen:
+    # TMPDIR: torchrun keeps a log directory per run in the temporary directory and never removes it
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args, str(EXAMPLE), *script_args],
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(scratch), **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -27,9 +28,10 @@ def losses(log: str) -> dict:
 def test_two_nodes_on_loopback_match_cpu_gloo_and_write_rank_reports(tmp_path):
     port = free_port()
     nodes = [torchrun("--nnodes", "2", "--node_rank", str(node), "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-                      "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "loopback",
+                      "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "loopback", scratch=tmp_path,
                       env={"LOCALNEURON_REPORT_DIR": str(tmp_path)}) for node in (0, 1)]
-    reference = torchrun("--standalone", "--nproc_per_node", "2", script_args=("--device", "cpu", "--backend", "gloo"))
+    reference = torchrun("--standalone", "--nproc_per_node", "2", scratch=tmp_path,
+                         script_args=("--device", "cpu", "--backend", "gloo"))
     logs = finish(nodes + [reference], timeout=150)
     for proc, log in zip(nodes + [reference], logs):
         assert proc.returncode == 0, log[-3000:]

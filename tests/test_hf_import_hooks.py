@@ -13,6 +13,16 @@ assert "localneuron.integrations.hf.accelerate_memory" in sys.modules
 print(hasattr(accelerate.utils.get_max_memory, "__localneuron_upstream__"))
 """
 
+# accelerate/__init__ imports accelerate.accelerator, which imports torch, which autoloads localneuron: the
+# module to patch is half-executed when the hooks are installed
+IMPORTING_TORCH_LOADS_LOCALNEURON = """
+import warnings
+warnings.simplefilter("error", RuntimeWarning)
+import accelerate
+from accelerate import Accelerator
+print(hasattr(Accelerator.__init__, "__localneuron_upstream__"), type(accelerate.accelerator).__name__)
+"""
+
 LIBRARY_FIRST = """
 import torch, safetensors.torch as st
 path = {path!r}
@@ -33,3 +43,9 @@ def test_modules_imported_before_localneuron_are_patched_when_it_loads(tmp_path)
     result = run_python(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["neuron:0"]
+
+
+def test_a_module_still_importing_when_localneuron_loads_is_patched_once_imported():
+    result = run_python(IMPORTING_TORCH_LOADS_LOCALNEURON, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["True", "module"]

@@ -7,11 +7,14 @@ state-space, vision and audio models, swept once for the module. Slow tier (`pyt
 type of Transformers' auto mappings, each checked by name; at least 95% of those that run on the CPU pass
 and each failure has a known cause (hf_sweep.KNOWN_CAUSES).
 """
+import contextlib
 import sys
 
 import pytest
+import torch
 
 from hf_support import require
+from random_replay import RandomDrawMismatch, RecordDraws, ReplayDraws
 
 require("transformers")
 import expected_status  # noqa: E402
@@ -69,6 +72,52 @@ def test_chunked_runs_merge_into_one_sweep():
     assert merged["seconds"] == 15
     with pytest.raises(ValueError, match="--from-json"):
         hf_sweep.merge([])
+
+
+class _SamplesOnBothSides(torch.nn.Module):
+    """VITS's pattern: noise drawn on the CPU (no device given) and moved, then noise drawn on the model's
+    device (randn_like)."""
+
+    def forward(self, x):
+        duration_noise = torch.randn(x.shape).to(x.device)
+        return x + duration_noise + torch.randn_like(x) * 0.5
+
+
+def _run(x, sampling):
+    torch.manual_seed(hf_sweep.FORWARD_SEED)
+    with sampling:
+        return _SamplesOnBothSides()(x).cpu()
+
+
+def test_samples_drawn_on_both_sides_of_the_device_are_replayed_from_the_cpu_run(tracking, quiet):
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(2))
+    recording = RecordDraws()
+    on_cpu = _run(x, recording)
+    assert [name for name, _ in recording.draws] == ["aten.randn.default", "aten.randn_like.default"]
+    # seeded alike, the device still differs: its randn_like draws from the device's own generator, which
+    # has not been advanced by the CPU's randn
+    assert not torch.allclose(_run(x.to("neuron"), contextlib.nullcontext()), on_cpu)
+    tracking.clear_op_tracking()
+    assert torch.equal(_run(x.to("neuron"), ReplayDraws(recording.draws)), on_cpu)
+    assert "aten::normal_" in tracking.get_fallback_ops()  # the sampling op still ran on the device
+
+
+def test_a_device_run_that_samples_differently_is_reported_not_absorbed(quiet):
+    x = torch.zeros(3, 5)
+    recording = RecordDraws()
+    _run(x, recording)
+    with pytest.raises(RandomDrawMismatch, match=r"random draw 1: aten.rand_like.default -> \[\(\(3, 5\), 'float32'\)\]"
+                                                  r" on the device, aten.randn_like.default"):
+        with ReplayDraws(recording.draws):
+            torch.randn(x.shape).to("neuron")
+            torch.rand_like(x.to("neuron"))
+    with pytest.raises(RandomDrawMismatch, match="drew 1 times, the CPU run 2 times"):
+        with ReplayDraws(recording.draws):
+            torch.randn(x.shape)
+    with pytest.raises(RandomDrawMismatch, match="CPU run drew only 2 times"):
+        with ReplayDraws(recording.draws):
+            _SamplesOnBothSides()(x.to("neuron"))
+            torch.randn(1, device="neuron")
 
 
 @pytest.fixture(scope="module")

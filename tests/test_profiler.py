@@ -252,6 +252,20 @@ def test_collectives_have_bytes_and_their_own_track():
 QUEUED_BEFORE = 20000
 
 
+def profiled_after_warm_up(step):
+    """Rank job's end: three warm-up steps, one profiled, the group destroyed; the placed device spans."""
+    import torch.distributed as dist
+
+    for _ in range(3):
+        step()
+    torch.neuron.synchronize()
+    with profile(activities=BOTH):
+        step()
+        torch.neuron.synchronize()
+    dist.destroy_process_group()
+    return issued_and_placed(kineto_bridge.last_trace)
+
+
 def overlap_job():
     """Rank job: compute queued on the core, then an asynchronous all-reduce, then more compute that
     does not read its result. On the device the all-reduce waits for the compute issued before it and
@@ -272,14 +286,7 @@ def overlap_job():
             x.add_(x)
         work.wait()
 
-    for _ in range(3):
-        step()
-    torch.neuron.synchronize()
-    with profile(activities=BOTH):
-        step()
-        torch.neuron.synchronize()
-    dist.destroy_process_group()
-    return [(s.track, s.start_ns, s.end_ns) for _, s in issued_and_placed(kineto_bridge.last_trace)]
+    return [(s.track, s.start_ns, s.end_ns) for _, s in profiled_after_warm_up(step)]
 
 
 def test_collectives_overlap_the_compute_issued_after_them_on_two_ranks():
@@ -293,6 +300,70 @@ def test_collectives_overlap_the_compute_issued_after_them_on_two_ranks():
         assert collective[1] >= before[-1][2]  # its input is ready only when the queued compute has run
         overlapping = [s for s in after if s[1] < collective[2] and collective[1] < s[2]]
         assert overlapping, (collective, before[-1], after[:3])  # the core computes while the all-reduce runs
+
+
+def test_simulated_host_clock_takes_out_the_time_spent_on_device_work():
+    from localneuron.profiler.host_clock import HostClock
+
+    host = HostClock()
+    assert host.simulated(100) == 100  # the clocks agree until the host does device work
+    host.skip(100, 150)                # an executable's arithmetic, run on the host
+    host.skip(120, 160)                # work issued inside it (another thread): only 150..160 is new
+    assert [host.simulated(t) for t in (110, 155, 160, 200)] == [100, 100, 100, 140]
+    host.wait_until(200, 170)          # a copy back to the host: the host waited for the device
+    assert host.simulated(200) == 170 and host.simulated(210) == 180
+    host.wait_until(210, 100)          # the device was done long before: no wait
+    assert host.simulated(220) == 190
+
+
+COMPUTE_ENGINES = {engines.TENSOR_E, engines.VECTOR_E, engines.SCALAR_E, engines.GPSIMD_E}
+
+
+def ddp_job():
+    """Rank job: one profiled DDP training step of a 12-layer MLP (48 MiB of gradients in DDP's default
+    buckets: 1 MiB, then 25 MiB, issued while backward still has layers to go, then the rest). The step
+    is device-bound, as training steps are on Trainium: tiny ops queued ahead of backward keep the core
+    busy longer than the host takes to issue backward, however loaded the machine running the test."""
+    import os
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("neuron")
+    torch.manual_seed(0)
+    layers = [torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU()) for _ in range(12)]
+    model = DistributedDataParallel(torch.nn.Sequential(*layers).to("neuron"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, queued = torch.randn(32, 1024, device="neuron"), torch.ones(8, device="neuron")
+
+    def step():
+        optimizer.zero_grad()
+        loss = model(x).square().mean()
+        for _ in range(QUEUED_BEFORE // 4):
+            queued.add_(queued)
+        loss.backward()
+        optimizer.step()
+
+    return [(issued, s.track, s.name, s.start_ns, s.end_ns) for issued, s in profiled_after_warm_up(step)]
+
+
+def test_ddp_all_reduce_overlaps_the_rest_of_backward_on_two_ranks():
+    """On the simulated clocks a bucket's all-reduce runs on the collectives queue while the core goes on
+    with backward; it waits for the compute issued before it (its gradients), and the optimizer, issued
+    once the host has seen the all-reduce complete, waits for it."""
+    from distributed_launcher import run
+
+    for placed in run(__file__, "ddp_job", 2, backends=None, timeout=240):
+        collectives = [p for p in placed if p[1] == engines.COLLECTIVES]
+        compute = [p for p in placed if p[1] in COMPUTE_ENGINES]
+        assert len(collectives) >= 2, collectives
+        for issued, _, _, start, end in collectives:
+            assert all(c[4] <= start for c in compute if c[0] < issued)  # its inputs are computed first
+        overlapping = [c for c in compute for _, _, _, start, end in collectives[:-1] if c[3] < end and start < c[4]]
+        assert any(c[2] in ("aten::mm", "aten::threshold_backward") for c in overlapping), (collectives, compute)
+        optimizer = [c for c in compute if c[2].startswith("aten::_foreach_")]
+        assert optimizer and min(c[3] for c in optimizer) >= max(c[4] for c in collectives), (optimizer, collectives)
 
 
 def test_the_trace_checker_rejects_broken_traces():

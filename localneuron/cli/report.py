@@ -16,6 +16,7 @@ LAYER_SECTIONS = {
     "nki": ("localneuron.nki", "localneuron.nki.report"),
     "huggingface": ("localneuron.integrations.hf", "localneuron.integrations.hf.report"),
     "vllm": ("localneuron.integrations.vllm.stats", "localneuron.integrations.vllm.report"),
+    "adaptive_eager": ("localneuron.adaptive_eager.compile", "localneuron.adaptive_eager.report"),
 }
 
 

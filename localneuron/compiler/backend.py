@@ -12,9 +12,8 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._guards import CompileContext
 from torch._inductor.decomposition import select_decomp_table
 
-from localneuron import _C
 from localneuron.compiler import errors, metrics, placement, progress
-from localneuron.ops import policy, tracking
+from localneuron.ops import tracking
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
 from localneuron.compiler.settings import resolve
 from localneuron.runtime import call_sites
@@ -24,11 +23,6 @@ from localneuron.runtime import call_sites
 # the graph, and torch.compile gives a backend named by a string no hook to scope the flag, so it is
 # switched off process-wide once this backend is loaded (dynamic=False sets the same for its calls).
 torch._dynamo.config.automatic_dynamic_shapes = False
-
-# Eager neuron ops call back into Python when a signature is new (ops/policy.py). Inside a compiled
-# region Dynamo would trace those callbacks as user code; they are the device's runtime, not the model.
-_C.set_executor_callbacks(*(torch._dynamo.disable(fn, recursive=True)
-                            for fn in (policy.on_miss, policy.run_python, policy.on_device_failure)))
 
 _graph_count = 0
 

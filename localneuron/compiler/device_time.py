@@ -24,7 +24,8 @@ def _tensors(value) -> list:
     return []
 
 
-def graph_seconds(gm: torch.fx.GraphModule) -> float:
+def graph_ops(gm: torch.fx.GraphModule) -> tuple[list, set]:
+    """The graph's ops as the cost model sees them, and the keys of its results."""
     ops = []
     for node in gm.graph.nodes:
         target = node.target
@@ -35,6 +36,11 @@ def graph_seconds(gm: torch.fx.GraphModule) -> float:
         eager = partition.eager_op(node)
         ops.append(cost_ops.GraphOp(target._schema.name, inputs, outputs, on_host=eager is not None and eager.fallback))
     results = {id(arg) for node in gm.graph.nodes if node.op == "output" for arg in node.all_input_nodes}
+    return ops, results
+
+
+def graph_seconds(gm: torch.fx.GraphModule) -> float:
+    ops, results = graph_ops(gm)
     return cost_ops.graph(selected_target(), ops, results).total
 
 

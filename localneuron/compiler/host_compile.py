@@ -17,7 +17,7 @@ import torch
 from torch._inductor import config as inductor_config
 
 import localneuron
-from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch
+from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch, pending_collectives
 from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.runtime.config import selected_target
@@ -92,6 +92,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     start = time.perf_counter()
     estimate = device_time.graph_seconds(gm)
     on_device = host_graph.output_on_device(gm)
+    waited = pending_collectives.waited_inputs(gm)
     gm = host_graph.rewrite_devices(gm)
     host_inputs = host_graph.host_inputs(example_inputs)
     cache = _cache_for(settings)
@@ -105,7 +106,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     if settings.preserve_artifacts:
         artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
                            compiled.source_code, blob if blob is not None else inductor.dump(compiled))
-    return HostExecutable(run=launch.launcher(compiled, on_device, _device_index(example_inputs), estimate,
+    return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), estimate,
                                               f"{settings.model_name}_{'backward' if is_backward else 'forward'}"),
                           cache=status, compile_time_s=time.perf_counter() - start)
 

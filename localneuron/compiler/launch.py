@@ -8,12 +8,15 @@ storages before adopting.
 import torch
 
 from localneuron import _C
+from localneuron.compiler import pending_collectives
 from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 
 
-def launcher(compiled, on_device: tuple[bool, ...], device_index: int, estimated_seconds: float, name: str):
-    """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`."""
+def launcher(compiled, on_device: tuple[bool, ...], waited: tuple[int, ...], device_index: int,
+             estimated_seconds: float, name: str):
+    """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`; the inputs at
+    positions `waited` are collective results the graph waits on (pending_collectives.py)."""
 
     def run(args: list) -> list:
         line_time.note(estimated_seconds)
@@ -25,6 +28,7 @@ def launcher(compiled, on_device: tuple[bool, ...], device_index: int, estimated
         return run_untraced(args)
 
     def run_untraced(args: list) -> list:
+        pending_collectives.wait_for(args, waited)
         inputs = {}
         host_args = []
         for a in args:

@@ -79,9 +79,8 @@ class device:
 
 
 def synchronize(device=None) -> None:
-    """Waits for the device's queued work. The simulated core runs each op as it is issued, so the
-    queue is always empty; the call still checks its argument like the real one."""
-    device_index(device)
+    """Waits for the work queued on every stream of the device, and raises the first error in it."""
+    _C.synchronize(device_index(device))
 
 
 def get_device_name(device=0) -> str:

@@ -52,8 +52,13 @@ def _is_in_bad_fork() -> bool:
     return _in_bad_fork
 
 
+CLOCK_HZ = 1.4e9  # NeuronCore clock for torch.neuron._sleep's cycles
+
+
 def _sleep(cycles: int) -> None:
-    """PyTorch's test helpers call this to keep a stream busy; the simulated core has nothing to wait for."""
+    """Keeps the current stream busy for `cycles` clock cycles (PyTorch's test helpers use it, like
+    torch.cuda._sleep, to hold a queue)."""
+    _C.enqueue_busy_period(_C.current_device(), cycles / CLOCK_HZ)
 
 
 _in_bad_fork = False

@@ -3,8 +3,10 @@ renames the backend, registers torch.neuron and the Tensor/Module methods, insta
 import os
 
 import torch
+from torch._C._dynamo import eval_frame
 
 from localneuron import _C
+from localneuron.adaptive_eager import engine as adaptive_eager
 from localneuron.device import neuron_module, shutdown
 from localneuron.ops import policy
 from localneuron.ops.decompositions import register_decompositions
@@ -14,8 +16,20 @@ from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.profiler import line_time
 from localneuron.runtime import host_syncs
 from localneuron.runtime.config import device_config
+from localneuron.runtime.environment import read
 
 _registered = False
+
+
+def executor_callbacks() -> dict:
+    """The policy the C++ executor calls (csrc/executor_contract.h). They are the device's runtime, not
+    user code: inside a compiled region Dynamo must neither trace them nor what they call."""
+    callbacks = {"on_miss": policy.on_miss, "run_python": policy.run_python,
+                 "on_device_failure": policy.on_device_failure}
+    skip = eval_frame._FrameExecStrategy(eval_frame._FrameAction.SKIP, eval_frame._FrameAction.SKIP)
+    for fn in callbacks.values():
+        eval_frame.set_code_exec_strategy(fn.__code__, skip)
+    return callbacks
 
 
 def register() -> None:
@@ -27,18 +41,20 @@ def register() -> None:
         raise RuntimeError(f"The PrivateUse1 device slot is already taken by '{name}'; localneuron needs it for "
                            "'neuron'. Only one PrivateUse1 backend can be loaded in a process.")
     config = device_config()
+    launch_blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
     _C.configure_devices(len(config.visible_cores), config.hbm_bytes_per_core, config.target.name)
     if name != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-    _C.set_executor_callbacks(policy.on_miss, policy.run_python, policy.on_device_failure)
-    _C.install_executor()
+    _C.set_launch_blocking(launch_blocking)
+    _C.install_executor(**executor_callbacks())
+    adaptive_eager.install()
     _C.set_host_sync_observer(host_syncs.observe)
     line_time.install()
     route_whole_ops()
     register_decompositions(DECOMPOSITIONS)
     register_refusals(UNSUPPORTED)
-    os.register_at_fork(after_in_child=neuron_module._mark_forked_child)
+    os.register_at_fork(before=_C.drain_all_queues, after_in_child=neuron_module._mark_forked_child)
     shutdown.register()
     _registered = True

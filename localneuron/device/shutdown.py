@@ -8,6 +8,7 @@ finalization, one tiny backward per device, built in C++ (so it carries no Pytho
 until each device thread has let go of the previous pass.
 """
 import atexit
+import sys
 
 from localneuron import _C
 from localneuron.device import neuron_module
@@ -19,5 +20,19 @@ def drain_autograd_device_threads() -> None:
         _C.drain_autograd_device_threads()
 
 
+def finish_queued_work() -> None:
+    """Queued ops complete before the interpreter goes away (their tensors may own Python objects); an
+    error among them that no synchronisation point reported yet is reported here."""
+    error = None
+    try:
+        _C.synchronize_all()
+    except RuntimeError as e:
+        error = e
+    _C.shutdown_queues()
+    if error is not None:
+        print(f"localneuron: at exit, {error}", file=sys.stderr)
+
+
 def register() -> None:
     atexit.register(drain_autograd_device_threads)
+    atexit.register(finish_queued_work)  # atexit runs it first

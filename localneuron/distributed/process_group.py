@@ -198,6 +198,9 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         return reduce_ops.scaled(inputs, factor), reduce_ops.as_sum(opts)
 
     def _issue(self, kind: str, outputs, inputs, start) -> NeuronWork:
+        # all of this is the simulation's work (checks, pricing, handing the bytes to Gloo): on the simulated
+        # host clock the host spends no time on it (profiler/host_clock.py)
+        traced_from = trace_events.now_ns() if trace_events.recording() else None
         checks.check_call(kind, outputs, inputs)
         if self._ranks_must_agree:
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
@@ -206,13 +209,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
         estimated_seconds = c10d_seconds(selected_target(), kind, nbytes, self._size)
         stats.record_issue(kind, nbytes, estimated_seconds)
         line_time.note(estimated_seconds)
-        traced_from = trace_events.now_ns() if trace_events.recording() else None
         works = start()
+        traced = None
         if traced_from is not None:
-            trace_events.record("collective", kind, _device_index(flat_outputs + flat_inputs), traced_from,
-                                bytes=nbytes, ranks=self.size())
+            traced = trace_events.record("collective", kind, _device_index(flat_outputs + flat_inputs), traced_from,
+                                         bytes=nbytes, ranks=self.size())
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
-                          self._where)
+                          self._where, traced=traced)
         if self._coalesced is not None:
             self._coalesced.append(work)
         return work

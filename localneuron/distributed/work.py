@@ -6,7 +6,8 @@ memory. So a NeuronWork
   (`dist.isend(t, dst)` without a wait is common);
 - hands out a future whose value holds the `neuron` tensors, not CPU aliases of them (DDP and comm
   hooks read it);
-- records the time from issue until the process saw the collective complete;
+- records the time from issue until the process saw the collective complete (and, while a
+  torch.profiler trace records, the moment: work issued after it may read the result);
 - names the group, rank and collective in the error when the transport fails.
 
 Most Gloo works carry a future and can be waited on by any number of threads: wait() waits on them
@@ -24,13 +25,15 @@ import torch.distributed as dist
 
 from localneuron.distributed import stats
 from localneuron.distributed.eager import eager_methods
+from localneuron.runtime import trace_events
 
 
 @eager_methods()
 class NeuronWork(dist.Work):
     def __init__(self, kind: str, works: list, outputs: list, keep_alive: tuple, where: str,
-                 timed: bool = True):
+                 timed: bool = True, traced=None):
         super().__init__()
+        self._traced = traced  # trace_events.PythonWork of this collective, while a trace records
         self._kind = kind
         self._works = works
         self._outputs = outputs
@@ -120,6 +123,8 @@ class NeuronWork(dist.Work):
             if self._seen_complete:
                 return
             self._seen_complete = True
+        if self._traced is not None:
+            trace_events.seen(self._traced)
         if self._timed:
             stats.record_time(self._kind, time.perf_counter() - self._started)
 

@@ -3,12 +3,15 @@
 localneuron installs one `sys.meta_path` finder when the device registers. It only wraps the loader of
 the modules named in `POST_IMPORT_PATCHES`; when such a module has executed, the named integration
 function is imported and called with the module. Modules imported before localneuron are patched at
-once. A patch that fails becomes one warning: the library keeps working without the integration.
+once; a module still executing at that moment (its import imported torch, which autoloads localneuron) is
+patched on the first attribute read after its import finished. A patch that fails becomes one warning: the
+library keeps working without the integration.
 """
 import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
 
 # module whose import triggers the patch -> "integration module:function" (called with the module)
@@ -33,6 +36,24 @@ def _apply(name: str, module) -> None:
     except Exception as error:  # noqa: BLE001 - an integration must never break the library it adapts
         warnings.warn(f"localneuron: the integration for {name} failed ({type(error).__name__}: {error}); "
                       f"{name} runs without it.", RuntimeWarning, stacklevel=2)
+
+
+class _PatchedOnFirstRead(types.ModuleType):
+    """The class a half-imported module wears until its import has finished: reads made by its own code go
+    to its globals, not through here, so the first read through here after the import is a user's or the
+    importing package's (`from .accelerator import Accelerator`), and it sees the patched module."""
+    __slots__ = ()
+
+    def __getattribute__(self, attribute):
+        spec = types.ModuleType.__getattribute__(self, "__spec__")
+        if not getattr(spec, "_initializing", False):
+            self.__class__ = types.ModuleType
+            _apply(types.ModuleType.__getattribute__(self, "__name__"), self)
+        return types.ModuleType.__getattribute__(self, attribute)
+
+
+def _still_importing(module) -> bool:
+    return getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -70,5 +91,10 @@ def install() -> None:
     if not any(isinstance(finder, _PostImportFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PostImportFinder())
     for name in POST_IMPORT_PATCHES:
-        if name in sys.modules:
-            _apply(name, sys.modules[name])
+        module = sys.modules.get(name)
+        if module is None or name in _patched:
+            continue
+        if _still_importing(module) and type(module) is types.ModuleType:
+            module.__class__ = _PatchedOnFirstRead
+        else:
+            _apply(name, module)

@@ -91,3 +91,20 @@ def check_memory_format(schema, args, kwargs) -> None:
                 raise RuntimeError(f"{schema.name}: Neuron tensors only support contiguous or preserve memory format "
                                    f"(got {MEMORY_FORMAT_NAMES.get(code, value)}). Keep tensors in "
                                    "torch.contiguous_format on the neuron device.")
+
+
+def _to_meta(x):
+    if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.device) and x.type == "neuron":
+        return torch.device("meta")
+    return x
+
+
+def run_on_meta(op, args, kwargs) -> tuple[bool, object]:
+    """(True, outputs) of the op's meta kernel on the arguments' shapes; (False, None) if it has none or
+    its output shapes depend on the data."""
+    try:
+        return True, op(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+    except Exception:
+        return False, None

@@ -71,15 +71,8 @@ def _write_back(original, small) -> None:
 
 def expected_output_dtypes(op, args, kwargs):
     """Output dtypes of the op at full width, from its meta kernel (None if it has none)."""
-    def to_meta(x):
-        if isinstance(x, torch.Tensor) and x.device.type == "neuron":
-            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-        if isinstance(x, torch.device) and x.type == "neuron":
-            return torch.device("meta")
-        return x
-    try:
-        out = op(*arguments.tree_map(to_meta, args), **arguments.tree_map(to_meta, kwargs))
-    except Exception:
+    ok, out = arguments.run_on_meta(op, args, kwargs)
+    if not ok:
         return None
     flat, _ = arguments.tree_flatten(out)
     return [x.dtype for x in flat if isinstance(x, torch.Tensor)]

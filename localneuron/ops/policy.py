@@ -1,21 +1,23 @@
 """Compiling an op signature: decides how the executable runs, and runs the routes that need Python.
 
-The C++ executor calls on_miss() once per new op signature, then keeps the decision: DEVICE runs the
-host kernel on zero-copy aliases in C++; PYTHON runs the fallback or the 64-bit policy below.
+The C++ executor calls on_miss() once per new op signature, then keeps the decision: Route.DEVICE runs
+the host kernel on zero-copy aliases in C++; Route.PYTHON runs the fallback or the 64-bit policy below.
+The contract (routes, callbacks, which arguments a decision may depend on) is csrc/executor_contract.h:
+the signature ignores float and string values, so nothing here may decide from them.
 """
 import functools
 import sys
 
 import torch
 
-from localneuron.ops import arguments, downcast, fallback, support, tracking
+from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
 from localneuron.costmodel.ops import eager_seconds, fused_seconds
 from localneuron.runtime import call_sites
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
-DEVICE, PYTHON, DEVICE_WRAP_INT64 = 0, 1, 2  # csrc/executor.h Route
+from localneuron._C import Route
 
 FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
@@ -59,25 +61,25 @@ def on_miss(op, args, kwargs):
     fix = HOST_KERNEL_FIXES.get(name)
     fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
     if kind == tracking.VIEW:
-        route = DEVICE
+        route = Route.DEVICE
     elif kind == tracking.FALLBACK:
         if read(FALLBACK_ERROR_VAR):
             raise RuntimeError(
                 f"{name} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
-        route = PYTHON
+        route = Route.PYTHON
     elif fix is not None:
-        kind, route = tracking.NATIVE, PYTHON
+        kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
         # float64 must really be computed in float32 (downcast.py)
-        route = PYTHON if arguments.uses_float64(args, kwargs) else DEVICE_WRAP_INT64
-        if route == DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
+        route = Route.PYTHON if arguments.uses_float64(args, kwargs) else Route.DEVICE_WRAP_INT64
+        if route == Route.DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
             call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
         _warn_64bit(args, kwargs)
     else:
-        route = DEVICE
+        route = Route.DEVICE
     eager, compiled = (0.0, 0.0) if kind == tracking.VIEW else _estimated_seconds(
         name, args, kwargs, kind == tracking.FALLBACK)
     executable_id = tracking.register(tracking.Executable(
@@ -87,7 +89,8 @@ def on_miss(op, args, kwargs):
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
-    return route, executable_id, int(eager * 1e9)
+    execution = queueing.execution_of(op, route, kind == tracking.VIEW, args, kwargs)
+    return route, execution, executable_id, int(eager * 1e9)
 
 
 def _estimated_seconds(name, args, kwargs, on_host: bool) -> tuple[float, float]:

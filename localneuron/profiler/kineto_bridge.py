@@ -15,10 +15,13 @@ config as capture_config.py reads it). This file is the one definition of that c
                  that issued it (0: none); metadata maps names to JSON-encoded values; flow_id > 0 draws
                  an arrow from the runtime activity (flow_start True) to the device activity it caused
 
-Runtime activities sit on the host thread that issued the work, inside its framework op; device
-activities sit on the NeuronCore tracks at the simulated device clock's times, with estimated
-durations (device_clock.py).
+Runtime activities sit on the host thread that issued the work, inside its framework op, at the
+wall clock's times; device activities sit on the NeuronCore tracks at the simulated device clock's
+times, with estimated durations (device_clock.py), issued at the simulated host clock's times
+(host_clock.py: the wall clock without the time the host spent doing the device's work).
 """
+import gc
+import heapq
 import json
 import os
 import warnings
@@ -30,6 +33,7 @@ from localneuron import _C
 from localneuron.ops import tracking
 from localneuron.profiler import capture_config, engines, estimates
 from localneuron.profiler.device_clock import DeviceClock, DeviceSpan
+from localneuron.profiler.host_clock import HostClock
 from localneuron.runtime import trace_events
 
 WORK_KINDS = ("executable", "host_to_device", "device_to_host", "device_to_device")
@@ -69,6 +73,25 @@ def _meta(**values) -> dict:
     return {k: _encode(v) for k, v in values.items()}
 
 
+# what every run of one executable shows in a trace: its details raw, and JSON-encoded for Kineto
+_ExecutableMeta = namedtuple("_ExecutableMeta", "runtime device_details device")
+
+
+# (executable id, route, cache hit/miss) -> _ExecutableMeta: a trace holds thousands of runs of a few
+# hundred executables, and encoding their metadata once is most of the building saved
+_executable_meta: dict[tuple[int, str, str], _ExecutableMeta] = {}
+
+
+def _meta_of(executable_id: int, e: tracking.Executable, cache: str) -> _ExecutableMeta:
+    key = (executable_id, e.kind, cache)
+    known = _executable_meta.get(key)
+    if known is None:
+        details = dict(op=e.op, signature=e.signature, route=e.kind, executable=executable_id, cache=cache)
+        device_details = dict(details, estimated=True)
+        known = _executable_meta[key] = _ExecutableMeta(_meta(**details), device_details, _meta(**device_details))
+    return known
+
+
 def _seconds_for_bytes(op: str, nbytes: int, on_host: bool) -> float:
     return estimates.estimated_seconds(op, (torch.empty(nbytes, dtype=torch.uint8, device="meta"),), on_host)
 
@@ -77,12 +100,21 @@ class _Builder:
     def __init__(self):
         self.pid = os.getpid()
         self.clock = DeviceClock()
+        self.host = HostClock()
         self.runtime = []
         self.flows = 0
+        self.unseen = []  # heap of (seen_ns, core, end on the device clock) of collectives placed
 
-    def runtime_activity(self, activity, thread, start, end, correlation, flow=0, **details):
-        self.runtime.append((RUNTIME, activity, self.pid, thread, start, end, correlation, _meta(**details), flow,
-                             True))
+    def catch_up(self, wall_ns: int) -> None:
+        """Collectives the host has seen complete by wall_ns: later work may read their results."""
+        while self.unseen and self.unseen[0][0] <= wall_ns:
+            _, core, end = heapq.heappop(self.unseen)
+            self.clock.result_seen(core, end)
+
+    def runtime_activity(self, activity, thread, start, end, correlation, flow=0, meta=None, **details):
+        """meta: the details already encoded (_meta), instead of **details"""
+        self.runtime.append((RUNTIME, activity, self.pid, thread, start, end, correlation,
+                             _meta(**details) if meta is None else meta, flow, True))
 
     def flow(self) -> int:
         """A new runtime -> device arrow: the next runtime activity starts it, the next device span ends it."""
@@ -92,18 +124,18 @@ class _Builder:
     def executable(self, w: Work) -> None:
         e = tracking.executable(w.id)
         issued = w.compiled_ns or w.start_ns
-        details = dict(op=e.op, signature=e.signature, route=e.kind, executable=w.id,
-                       cache="miss" if w.compiled_ns else "hit")
+        meta = _meta_of(w.id, e, "miss" if w.compiled_ns else "hit")
         if w.compiled_ns:
             self.runtime_activity("neuron_rt::compile", w.thread, w.start_ns, w.compiled_ns, w.correlation,
                                   op=e.op, signature=e.signature, route=e.kind,
                                   estimated_device_us=e.estimated_seconds * 1e6)
         on_device = e.kind in (tracking.NATIVE, tracking.NATIVE_32BIT)
         flow = self.flow() if on_device else 0
-        self.runtime_activity(RUNTIME_NAMES[e.kind], w.thread, issued, w.end_ns, w.correlation, flow, **details)
-        if on_device:
-            self.clock.compute(w.device, e.op, issued, e.estimated_seconds, w.correlation,
-                               dict(details, estimated=True), flow)
+        self.runtime_activity(RUNTIME_NAMES[e.kind], w.thread, issued, w.end_ns, w.correlation, flow, meta.runtime)
+        if on_device:  # a CPU fallback is host work on Trainium too: it stays on the host clock
+            self.clock.compute(w.device, e.op, self.host.simulated(issued), e.estimated_seconds, w.correlation,
+                               meta.device_details, flow, meta.device)
+            self.host.skip(issued, w.end_ns)
 
     def copy(self, w: Work, kind: str) -> None:
         name = COPY_NAMES[kind]
@@ -111,21 +143,29 @@ class _Builder:
         self.runtime_activity(name, w.thread, w.start_ns, w.end_ns, w.correlation, flow, bytes=w.bytes)
         details = dict(bytes=w.bytes, estimated=True)
         seconds = _seconds_for_bytes("aten::copy_", w.bytes, on_host=kind != "device_to_device")
+        issued = self.host.simulated(w.start_ns)
+        self.host.skip(w.start_ns, w.end_ns)
         if kind == "host_to_device":
-            self.clock.copy_in(w.device, name, w.start_ns, seconds, w.correlation, details, flow)
-        else:
-            self.clock.copy_out(w.device, name, w.start_ns, seconds, w.correlation, details, flow)
+            self.clock.copy_in(w.device, name, issued, seconds, w.correlation, details, flow)
+            return
+        done = self.clock.copy_out(w.device, name, issued, seconds, w.correlation, details, flow)
+        if kind == "device_to_host":
+            self.host.wait_until(w.end_ns, done)
 
     def python_work(self, p: trace_events.PythonWork) -> None:
         flow = self.flow()
         self.runtime_activity(PYTHON_WORK_NAMES[p.kind], p.thread, p.start_ns, p.end_ns, p.correlation, flow,
                               name=p.name, **p.details)
         details = dict(p.details, estimated=True)
+        issued = self.host.simulated(p.start_ns)
+        self.host.skip(p.start_ns, p.end_ns)
         if p.kind == "collective":
             seconds = _seconds_for_bytes(f"c10d::{p.name}", p.details["bytes"], on_host=False)
-            self.clock.collective(p.device, p.name, p.start_ns, seconds, p.correlation, details, flow)
+            end = self.clock.collective(p.device, p.name, issued, seconds, p.correlation, details, flow)
+            if p.seen_ns:
+                heapq.heappush(self.unseen, (p.seen_ns, p.device, end))
         else:
-            self.clock.compute(p.device, p.name, p.start_ns, p.estimated_seconds, p.correlation, details, flow)
+            self.clock.compute(p.device, p.name, issued, p.estimated_seconds, p.correlation, details, flow)
 
     def result(self, config: capture_config.CaptureConfig):
         spans = self.captured_spans(config) if "DEVICE" in config.modes else []
@@ -136,7 +176,8 @@ class _Builder:
         resources = [(hw_pid(c), i, i, track) for c in cores for i, track in enumerate(engines.TRACKS)]
         track_id = {track: i for i, track in enumerate(engines.TRACKS)}
         device = [(DEVICE_MEMCPY if s.track == engines.DMA else DEVICE_KERNEL, s.name, hw_pid(s.core),
-                   track_id[s.track], s.start_ns, s.end_ns, s.correlation, _meta(**s.details), s.flow, False)
+                   track_id[s.track], s.start_ns, s.end_ns, s.correlation,
+                   _meta(**s.details) if s.meta is None else s.meta, s.flow, False)
                   for s in sorted(spans, key=lambda s: (s.core, s.track, s.start_ns))]
         if {s.flow for s in spans} != {a[8] for a in runtime}:  # an arrow needs both ends
             ends = {s.flow for s in spans}
@@ -155,11 +196,25 @@ class _Builder:
         return kept
 
 
-LastTrace = namedtuple("LastTrace", "config spans runtime start_ns end_ns")
+# host_clock: the trace's HostClock, to place host events (step starts) on the device clock
+LastTrace = namedtuple("LastTrace", "config spans runtime start_ns end_ns host_clock")
 last_trace: LastTrace | None = None  # what the latest trace captured, for the profile files (profile_files.py)
 
 
 def build(work_rows, start_ns: int, end_ns: int, custom_config: str = ""):
+    """Building allocates a few objects per event and frees most of them by reference counting; the cyclic
+    garbage collector would run many times meanwhile, and a full collection of a training process's heap
+    costs more than the building itself (it tripled the profiler's own cost on the example GPT)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(work_rows, start_ns, end_ns, custom_config)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(work_rows, start_ns: int, end_ns: int, custom_config: str):
     global last_trace
     config = capture_config.parse(custom_config)
     builder = _Builder()
@@ -176,6 +231,7 @@ def build(work_rows, start_ns: int, end_ns: int, custom_config: str = ""):
             "compilation is in the trace and the first runs are not representative. Warm up (at least 3 "
             "iterations) before profiling, as TorchNeuron recommends.", UserWarning, stacklevel=1)
     for w, p in sorted(issued, key=issue_time):
+        builder.catch_up(issue_time((w, p)))
         if p is not None:
             builder.python_work(p)
         elif WORK_KINDS[w.kind] == "executable":
@@ -184,7 +240,7 @@ def build(work_rows, start_ns: int, end_ns: int, custom_config: str = ""):
             builder.copy(w, WORK_KINDS[w.kind])
     result = builder.result(config)
     last_trace = LastTrace(config, builder.captured_spans(config) if "DEVICE" in config.modes else [],
-                           [a for a in result[2] if a[0] == RUNTIME], start_ns, end_ns)
+                           [a for a in result[2] if a[0] == RUNTIME], start_ns, end_ns, builder.host)
     return result
 
 

@@ -1,10 +1,11 @@
 """Estimated device time by the user's source line, for the portability report (on by default).
 
 csrc/line_sampler.h samples the ops each thread issues on the axis of their estimated device time and
-calls _sample() with the time the sample stands for; compiled-graph launches, collectives and NKI
-kernels, issued from Python, pass through note(). The line is the innermost user frame (and its
-caller) that issued the work. Work issued by the autograd engine's thread has no Python caller: it is
-credited to the user line that called backward(), marked as such.
+credits the time a sample stands for to the innermost user frame (and its caller) that issued the
+work, in a table of its own that by_line() reads; compiled-graph launches, collectives and NKI
+kernels, issued from Python, pass through note(). Work issued by the autograd engine's thread has no
+Python caller: the C++ sampler hands it to _sample(), which credits the user line that called
+backward(), marked as such.
 """
 import sys
 import threading
@@ -58,11 +59,11 @@ def note(seconds: float) -> None:
 
 
 def install() -> None:
-    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR))
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library)
 
 
 def uninstall() -> None:
-    _C.set_line_sampler(None, 0)
+    _C.set_line_sampler(None, 0, None)
 
 
 def mean_gap_ns() -> int:
@@ -72,9 +73,13 @@ def mean_gap_ns() -> int:
 def by_line() -> dict[str, float]:
     """user line -> estimated device seconds credited to it, most first."""
     with _lock:
-        return {site: ns * 1e-9 for site, ns in _credited_ns.most_common()}
+        credited = Counter(_credited_ns)
+    for code, line, caller, caller_line, ns in _C.line_samples(clear=False):
+        credited[call_sites.site_name([(code, line)] + ([(caller, caller_line)] if caller is not None else []))] += ns
+    return {site: ns * 1e-9 for site, ns in credited.most_common()}
 
 
 def clear() -> None:
     with _lock:
         _credited_ns.clear()
+        _C.line_samples(clear=True)

@@ -85,7 +85,8 @@ def _write_json(path: Path, data) -> None:
 def _step_windows(step_starts_ns: list[int], trace) -> list[tuple[str, int, int]]:
     if not step_starts_ns:
         return [("trace", trace.start_ns, max(trace.end_ns, max((s.end_ns for s in trace.spans), default=0)))]
-    bounds = sorted(step_starts_ns) + [max(trace.end_ns, max((s.end_ns for s in trace.spans), default=0))]
+    starts = sorted(trace.host_clock.simulated(t) for t in step_starts_ns)  # device spans are on that clock
+    bounds = starts + [max(trace.end_ns, max((s.end_ns for s in trace.spans), default=0))]
     return [(f"step {i}", bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 

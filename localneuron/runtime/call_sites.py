@@ -51,9 +51,14 @@ def user_site(frame) -> str | None:
     while frame is not None and len(found) < SITES_PER_EVENT:
         code = frame.f_code
         if not is_library(code.co_filename):
-            found.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}")
+            found.append((code, frame.f_lineno))
         frame = frame.f_back
-    return " <- ".join(found) if found else None
+    return site_name(found) if found else None
+
+
+def site_name(frames: list[tuple]) -> str:
+    """The name of a call site: its user frames as (code object, line), innermost first."""
+    return " <- ".join(f"{code.co_filename}:{line} in {code.co_name}" for code, line in frames)
 
 
 def record(category: str, what: str, site: str | None = None, count: int = 1) -> None:

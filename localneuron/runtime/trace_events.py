@@ -18,6 +18,7 @@ class PythonWork:
     correlation: int          # the framework op (or user scope) it ran in
     thread: int
     details: dict = field(default_factory=dict)
+    seen_ns: int = 0          # a collective: when the host saw it complete (0: not while recording)
 
 
 _lock = threading.Lock()
@@ -33,12 +34,19 @@ def now_ns() -> int:
 
 
 def record(kind: str, name: str, device: int, start_ns: int, estimated_seconds: float | None = None,
-           **details) -> None:
+           **details) -> PythonWork:
     """Note work that started at start_ns (trace clock) and ends now; callers check recording() first."""
     work = PythonWork(kind, name, device, start_ns, _C.trace_clock_ns(), estimated_seconds,
                       _C.current_correlation_id(), threading.get_native_id(), details)
     with _lock:
         _work.append(work)
+    return work
+
+
+def seen(work: PythonWork) -> None:
+    """The host has seen the collective `work` complete (it may read the result from now on)."""
+    if recording() and not work.seen_ns:
+        work.seen_ns = _C.trace_clock_ns()
 
 
 def take() -> list[PythonWork]:

@@ -8,12 +8,35 @@ attention output and the KV cache in place: nothing is copied and nothing is com
 device's memory. On Trainium this is the job of a fused NKI paged-attention kernel, so the calls are
 accounted here as device kernels, priced by the cost model as fused attention over each request's
 context (stats.py), not as CPU fallbacks.
+
+In a compiled model the graph's host code, which runs on host aliases of device memory, calls vLLM's
+attention ops inline, as Inductor's graph does on vLLM's CPU platform; vLLM registers them for the
+platform's dispatch key only, so they also get the same kernels for host aliases (register_host_kernels).
+Without that, the graph would split at every attention op into pieces run one after another.
 """
 import torch
 from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend, CPUAttentionBackendImpl
 
 from localneuron import _C
 from localneuron.integrations.vllm import stats
+
+
+# vLLM's attention ops (vllm/model_executor/layers/attention/attention.py) that a compiled model calls
+ATTENTION_OPS = ("unified_attention_with_output", "unified_kv_cache_update")
+_host_kernels: torch.library.Library | None = None
+
+
+def register_host_kernels() -> None:
+    """Registers vLLM's own op functions as the ops' kernels for host tensors (once per process): they
+    look the layer up and call NeuronAttentionImpl, which takes device tensors and host aliases alike."""
+    global _host_kernels
+    if _host_kernels is not None:
+        return
+    from vllm.model_executor.layers.attention import attention
+
+    _host_kernels = torch.library.Library("vllm", "IMPL")
+    for name in ATTENTION_OPS:
+        _host_kernels.impl(name, getattr(attention, name), "CPU")
 
 
 def _host(t):

@@ -3,12 +3,16 @@
 The runner's own buffers (token ids, positions, block tables, slot mappings, sampling state) stay on the
 host: vLLM fills them there every step. The model's inputs cross to the device when the model is
 called, the KV cache is allocated in HBM, and logits come back to the host for the sampler (one
-[tokens, vocab] transfer per step).
+[tokens, vocab] transfer per step). Unless vLLM runs eagerly (`--enforce-eager`), the model's forward
+is compiled for the device with batches padded to buckets (compiled_model.py).
 """
+import dataclasses
+
 import torch
+from vllm.config import CompilationMode
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
-from localneuron.integrations.vllm import stats
+from localneuron.integrations.vllm import compiled_model, stats
 
 
 def _to_device(value, device):
@@ -29,9 +33,30 @@ class NeuronModelRunner(CPUModelRunner):
             t.numel() * t.element_size() for t in (*self.model.parameters(), *self.model.buffers())
             if t.device == self.neuron_device))
         self.model.register_forward_pre_hook(self._inputs_to_device, with_kwargs=True)
+        if self.compiled:
+            compiled_model.compile_forward(self.model, self.compilation_config.init_backend(self.vllm_config),
+                                           self.max_num_tokens)
         device_logits = self.model.compute_logits
         self.model.compute_logits = lambda hidden_states, *a, **k: _logits_to_host(device_logits, hidden_states,
                                                                                   *a, **k)
+
+    @property
+    def compiled(self) -> bool:
+        return self.compilation_config.mode == CompilationMode.STOCK_TORCH_COMPILE
+
+    def compile_buckets(self) -> None:
+        """Runs the model once per bucket, so that no graph is compiled while requests wait."""
+        if self.compiled:
+            for size in compiled_model.buckets(self.max_num_tokens):
+                self._dummy_run(size)
+
+    def _determine_batch_execution_and_padding(self, num_tokens: int, *args, **kwargs):
+        mode, batch, *rest = super()._determine_batch_execution_and_padding(num_tokens, *args, **kwargs)
+        if self.compiled:
+            # vLLM pads the inputs up to batch.num_tokens (slot -1, no attention for the padding)
+            batch = dataclasses.replace(batch, num_tokens=compiled_model.padded(batch.num_tokens,
+                                                                                self.max_num_tokens))
+        return (mode, batch, *rest)
 
     def _inputs_to_device(self, module, args, kwargs):
         device = self.neuron_device

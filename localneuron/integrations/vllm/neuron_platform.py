@@ -53,6 +53,8 @@ class NeuronPlatform(CpuPlatform):
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
+        from vllm.config import CompilationMode, CUDAGraphMode  # vllm.config imports the platform: import late
+
         parallel = vllm_config.parallel_config
         if parallel.world_size > 1:
             raise ValueError(
@@ -61,16 +63,17 @@ class NeuronPlatform(CpuPlatform):
                 f"--tensor-parallel-size 1 --pipeline-parallel-size 1.")
         # The CPU platform's settings are the host side's (processes, threads, block size, preloads); they
         # assert a CPU device, so they see one while they run.
+        compile_model = vllm_config.compilation_config.mode != CompilationMode.NONE  # not --enforce-eager
         device = vllm_config.device_config
         device.device_type = "cpu"
         try:
             super().check_and_update_config(vllm_config)
         finally:
             device.device_type = cls.device_type
-        from vllm.config import CompilationMode, CUDAGraphMode  # vllm.config imports the platform: import late
-
         parallel.worker_cls = WORKER
-        # Eager: every op goes through the device's executor (and its accounting). vLLM's CPU default,
-        # Inductor compiling for the host, would bypass the device.
-        vllm_config.compilation_config.mode = CompilationMode.NONE
-        vllm_config.compilation_config.cudagraph_mode = CUDAGraphMode.NONE
+        # vLLM's CPU default, Inductor compiling for the host, would bypass the device: the model runner
+        # compiles the model with backend `neuron` instead (compiled_model.py), or runs it eagerly.
+        compilation = vllm_config.compilation_config
+        compilation.mode = CompilationMode.STOCK_TORCH_COMPILE if compile_model else CompilationMode.NONE
+        compilation.backend = "neuron"
+        compilation.cudagraph_mode = CUDAGraphMode.NONE

@@ -60,6 +60,10 @@ class NeuronWorker(CPUWorker):
         stats.hbm.update(capacity_bytes=capacity, forward_peak_bytes=peak)
         return budget
 
+    def compile_or_warm_up_model(self):
+        self.model_runner.compile_buckets()
+        return super().compile_or_warm_up_model()
+
     def shutdown(self) -> None:
         # first: vLLM kills a worker that is still tearing down after --shutdown-timeout (at least 5 s)
         report.write_at_shutdown()

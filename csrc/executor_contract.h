@@ -1,0 +1,44 @@
+// The contract between the C++ executor and its Python policy (localneuron/ops/policy.py), defined
+// once here. Python sees Route as localneuron._C.Route and installs the callbacks with
+// localneuron._C.install_executor(on_miss=..., run_python=..., on_device_failure=...), exactly once.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+namespace localneuron {
+
+// How an executable runs. Device: the host kernel on zero-copy aliases, in C++. Python: a Python
+// routine (CPU fallback, float64 computed in float32). DeviceWrapInt64: as Device, then int64
+// results wrap around like the int32 values Neuron computes.
+enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
+
+// When an executable runs. Queued: on the device queue (queue.h) unless NEURON_LAUNCH_BLOCKING=1; the
+// policy promises that its output shapes follow from the signature (no data-dependent shapes, no
+// out= resizes, no generator whose order the caller observes, only tensor results). Synchronous: the
+// device's queue is drained, then it runs on the calling thread. Metadata: a view that reads no device
+// data, run at once without waiting for the queue.
+enum class Execution : int { Synchronous = 0, Queued = 1, Metadata = 2 };
+
+// What may influence a route: the op and everything in its signature (signature.h): tensor dtypes,
+// shapes, contiguity and device types, and the values of int, bool, dtype and device arguments.
+// Floating-point and string arguments do not: two calls differing only in them share an executable.
+struct RouteDecision {
+  Route route;
+  Execution execution;
+  int64_t executable_id;  // the Python policy's handle for it (ops/tracking.py)
+  int64_t estimated_ns;   // per call on the simulated target, for the report's time by source line
+};
+
+struct ExecutorCallbacks {
+  // on_miss(op, args, kwargs) -> RouteDecision as a tuple: the first call of a signature; may raise.
+  // The decision holds for every later call with the same signature.
+  pybind11::object on_miss;
+  // run_python(executable_id, op, args, kwargs) -> result: every call of a Route::Python executable.
+  pybind11::object run_python;
+  // on_device_failure(executable_id, op, args, kwargs, message) -> result or raises: the host kernel
+  // of a device-route executable raised `message`.
+  pybind11::object on_device_failure;
+};
+
+}  // namespace localneuron

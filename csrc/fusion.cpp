@@ -1,0 +1,448 @@
+#include "fusion.h"
+
+#include "signature.h"
+
+#include <ATen/Context.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace py = pybind11;
+
+namespace localneuron {
+namespace {
+
+// Set by localneuron/adaptive_eager/engine.py from the environment table; atomics because workers read them.
+std::atomic<bool> g_enabled{false};
+std::atomic<size_t> g_run_limit{64};     // TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT
+std::atomic<size_t> g_low_threshold{2};  // TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD
+std::atomic<bool> g_skip_intermediate{true};  // TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE
+
+// A run signature is compiled the second time it is seen: a run that occurs once (one prompt's
+// shapes) never pays for a compile.
+constexpr int kCompileAtSighting = 2;
+
+// Installed once, before any op is queued: the allow-list, and its entries restricted to float32
+// (whatever the operands) or to float32 when a Python number is among them.
+std::unordered_set<const c10::FunctionSchema*> g_fusible, g_float32_only, g_numbers_float32_only;
+py::object* g_compile_run = nullptr;  // leaked on purpose, like the executables: workers outlive module teardown
+
+struct FusedExecutable {
+  int sightings = 0;
+  bool unusable = false;      // its compile or a run failed: the signature stays unfused
+  py::object* run = nullptr;  // run(inputs) -> outputs, from the compile path
+};
+std::mutex g_executables_mu;
+std::unordered_map<uint64_t, FusedExecutable> g_executables;
+
+std::atomic<int64_t> g_fused_launches{0}, g_fused_ops{0}, g_unfused_ops{0}, g_compiles{0}, g_failures{0};
+std::mutex g_failure_mu;
+std::string g_last_failure;
+
+uint64_t mix_bytes(uint64_t h, const void* p, size_t n) {
+  for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
+    uint64_t v = 0;
+    std::memcpy(&v, static_cast<const char*>(p) + i, std::min(sizeof(v), n - i));
+    h = mix(h, v);
+  }
+  return h;
+}
+
+// Python numbers that became 0-dim CPU tensors (x * 1.5): their value is baked into the fused code.
+bool is_wrapped_scalar(const at::Tensor& t) {
+  return t.defined() && t.is_cpu() && t.unsafeGetTensorImpl()->is_wrapped_number();
+}
+
+bool is_plain(const c10::IValue& v) {
+  return v.isDouble() || v.isInt() || v.isBool() || v.isNone() || v.isIntList() || v.isScalar();
+}
+
+// Unlike the eager signature (signature.h), floats are part of this key: the fused code bakes them in.
+uint64_t mix_plain(uint64_t h, const c10::IValue& v) {
+  if (v.isDouble()) {
+    const double d = v.toDouble();
+    return mix_bytes(mix(h, 0xd0), &d, sizeof(d));
+  }
+  if (v.isInt()) return mix(mix(h, 0x10), static_cast<uint64_t>(v.toInt()));
+  if (v.isBool()) return mix(h, v.toBool() ? 0xb1 : 0xb0);
+  if (v.isNone()) return mix(h, 0x70);
+  if (v.isIntList()) {
+    h = mix(h, 0x11);
+    for (int64_t e : v.toIntVector()) h = mix(h, static_cast<uint64_t>(e));
+    return h;
+  }
+  const c10::Scalar s = v.toScalar();  // complex
+  const c10::complex<double> z = s.toComplexDouble();
+  return mix_bytes(mix(h, 0xc0), &z, sizeof(z));
+}
+
+bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
+  return a.data_ptr() == b.data_ptr() && a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+std::pair<const char*, const char*> byte_range(const at::Tensor& t) {
+  const char* p = static_cast<const char*>(t.data_ptr());
+  int64_t n = 0;
+  if (t.numel() > 0) {
+    n = 1;
+    for (int64_t d = 0; d < t.dim(); d++) n += (t.size(d) - 1) * t.stride(d);
+  }
+  return {p, p + n * static_cast<int64_t>(t.itemsize())};
+}
+
+struct Produced {
+  const at::Tensor* tensor;
+  size_t item, output;  // item relative to the segment
+};
+
+// How each argument of a segment's ops is wired, and the segment's key.
+struct SegmentPlan {
+  uint64_t key = 0;
+  std::vector<const at::Tensor*> inputs;         // external, deduplicated
+  std::vector<std::pair<size_t, size_t>> live;   // (item, output) the fused code must write
+  std::vector<const at::Tensor*> live_tensors;   // their host aliases
+};
+
+// The earlier output `t` is, or nullptr; `reaches_into` when `t` overlaps one without being it (a view).
+const Produced* find_produced(const std::vector<Produced>& produced, const at::Tensor& t, bool* reaches_into) {
+  *reaches_into = false;
+  const auto [b, e] = byte_range(t);
+  for (const Produced& p : produced) {
+    if (same_tensor(*p.tensor, t)) return &p;
+    const auto [pb, pe] = byte_range(*p.tensor);
+    if (b < pe && pb < e) *reaches_into = true;
+  }
+  return nullptr;
+}
+
+SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+  SegmentPlan plan;
+  std::vector<Produced> produced;
+  std::unordered_map<const c10::StorageImpl*, long> held_here;
+  for (size_t i = begin; i < end; i++) {
+    for (const c10::StorageImpl* s : calls[i].held) held_here[s]++;
+  }
+  uint64_t h = mix(0xada9, end - begin);
+  for (size_t i = begin; i < end; i++) {
+    h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
+    for (const c10::IValue& v : calls[i].arguments) {
+      if (!v.isTensor()) {
+        h = mix_plain(h, v);
+        continue;
+      }
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        h = mix(h, 0x70);
+      } else if (is_wrapped_scalar(t)) {
+        h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
+      } else {
+        bool reaches_into = false;
+        if (const Produced* p = find_produced(produced, t, &reaches_into)) {
+          h = mix(mix(mix(h, 0x9e), p->item), p->output);
+          continue;
+        }
+        size_t k = 0;
+        while (k < plan.inputs.size() && !same_tensor(*plan.inputs[k], t)) k++;
+        h = mix(mix(h, 0xe7), k);
+        if (k == plan.inputs.size()) {
+          plan.inputs.push_back(&t);
+          h = mix(h, static_cast<uint64_t>(t.scalar_type()));
+          for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
+          for (int64_t s : t.strides()) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
+        }
+      }
+    }
+    for (size_t j = 0; j < calls[i].outputs.size(); j++) {
+      produced.push_back({&calls[i].outputs[j], i - begin, j});
+      // Nobody but this segment refers to an intermediate result any more: the fused code need not write it.
+      const c10::StorageImpl* s = calls[i].output_storages[j];
+      const bool live = !g_skip_intermediate.load(std::memory_order_relaxed) || i + 1 == end ||
+                        c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)) > held_here[s];
+      h = mix(h, live ? 0x1f : 0x0f);
+      if (live) {
+        plan.live.emplace_back(i - begin, j);
+        plan.live_tensors.push_back(&calls[i].outputs[j]);
+      }
+    }
+  }
+  plan.key = h;
+  return plan;
+}
+
+// Whether op `i` must start a new segment: an argument is a view into an output of the segment so far.
+bool reaches_into_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t i) {
+  std::vector<Produced> produced;
+  for (size_t k = begin; k < i; k++) {
+    for (size_t j = 0; j < calls[k].outputs.size(); j++) produced.push_back({&calls[k].outputs[j], k, j});
+  }
+  for (const c10::IValue& v : calls[i].arguments) {
+    if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) continue;
+    bool reaches_into = false;
+    if (find_produced(produced, v.toTensor(), &reaches_into) == nullptr && reaches_into) return true;
+  }
+  return false;
+}
+
+bool has_only_fusible_arguments(const FusibleCall& call) {
+  for (const c10::IValue& v : call.arguments) {
+    if (!v.isTensor() && !is_plain(v)) return false;
+  }
+  return true;
+}
+
+std::string describe_ops(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+                         size_t begin, size_t end) {
+  std::string out;
+  for (size_t i = begin; i < end; i++) {
+    out += (i > begin ? "; " : "") + calls[i].op->schema().name() + source_text(items[i]->source);
+  }
+  return out;
+}
+
+py::object python_value(const c10::IValue& v) {
+  if (v.isTensor() && is_wrapped_scalar(v.toTensor())) return torch::jit::toPyObject(c10::IValue(v.toTensor().item()));
+  return torch::jit::toPyObject(v);
+}
+
+// What compile_run (localneuron/adaptive_eager/compile.py) builds the fused graph from.
+py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+                              size_t begin, size_t end, const SegmentPlan& plan) {
+  py::list ops, lines;
+  std::vector<Produced> produced;
+  for (size_t i = begin; i < end; i++) {
+    const c10::OperatorName& name = calls[i].op->operator_name();
+    py::list arguments;
+    for (const c10::IValue& v : calls[i].arguments) {
+      if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) {
+        arguments.append(py::make_tuple("constant", python_value(v)));
+        continue;
+      }
+      const at::Tensor& t = v.toTensor();
+      bool reaches_into = false;
+      if (const Produced* p = find_produced(produced, t, &reaches_into)) {
+        arguments.append(py::make_tuple("result", p->item, p->output));
+        continue;
+      }
+      size_t k = 0;
+      while (!same_tensor(*plan.inputs[k], t)) k++;
+      arguments.append(py::make_tuple("input", k));
+    }
+    ops.append(py::make_tuple(name.name, name.overload_name, arguments));
+    lines.append(source_text(items[i]->source));
+    for (size_t j = 0; j < calls[i].outputs.size(); j++) produced.push_back({&calls[i].outputs[j], i - begin, j});
+  }
+  py::list inputs, live;
+  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  for (const auto& [item, output] : plan.live) live.append(py::make_tuple(item, output));
+  py::dict d;
+  d["ops"] = ops;
+  d["lines"] = lines;
+  d["inputs"] = inputs;
+  d["outputs"] = live;
+  return d;
+}
+
+void note_failure(const std::string& message) {
+  g_failures++;
+  std::lock_guard<std::mutex> lock(g_failure_mu);
+  g_last_failure = message;
+}
+
+bool python_usable() { return Py_IsInitialized() && !_Py_IsFinalizing() && g_compile_run != nullptr; }
+
+}  // namespace
+
+bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count) {
+  const c10::FunctionSchema* schema = &op.schema();
+  if (g_fusible.count(schema) == 0) return false;
+  const bool float32_only = g_float32_only.count(schema) > 0;
+  if (!float32_only && g_numbers_float32_only.count(schema) == 0) return true;
+  bool number = false, sixteen_bit = false;
+  for (size_t i = 0; i < count; i++) {
+    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
+    const at::Tensor& t = arguments[i].toTensor();
+    number = number || is_wrapped_scalar(t);
+    sixteen_bit = sixteen_bit || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  }
+  return !sixteen_bit || (!float32_only && !number);
+}
+
+bool runs_may_form() {
+  return g_enabled.load(std::memory_order_relaxed) && !at::globalContext().deterministicAlgorithms();
+}
+
+bool joins_run(const QueuedWork& work) { return runs_may_form() && work.fusible(); }
+
+bool FusedRun::full() const { return items_.size() >= g_run_limit.load(std::memory_order_relaxed); }
+
+std::string FusedRun::describe() const {
+  const std::string context =
+      " (op " + std::to_string(failed_ + 1) + " of " + std::to_string(items_.size()) + " in an Adaptive Eager run)";
+  if (failed_ >= 0) return items_[failed_]->describe() + context;
+  return "Adaptive Eager run of " + std::to_string(items_.size()) + " ops";
+}
+
+void FusedRun::run_unfused(size_t begin, size_t end) {
+  g_unfused_ops += static_cast<int64_t>(end - begin);
+  for (size_t i = begin; i < end; i++) {
+    try {
+      items_[i]->run();
+    } catch (const std::exception&) {
+      // Later ops still run, as separate queue entries would; the first error is the one reported.
+      if (failed_ < 0) {
+        failed_ = static_cast<std::ptrdiff_t>(i);
+        source = items_[i]->source;
+        first_error_ = std::current_exception();
+      }
+    }
+  }
+}
+
+void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+  if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
+    run_unfused(begin, end);
+    return;
+  }
+  const SegmentPlan plan = plan_segment(calls, begin, end);
+  py::object* executable = nullptr;
+  bool compile = false;
+  {
+    std::lock_guard<std::mutex> lock(g_executables_mu);
+    FusedExecutable& entry = g_executables[plan.key];
+    entry.sightings++;
+    executable = entry.unusable ? nullptr : entry.run;
+    compile = executable == nullptr && !entry.unusable && entry.sightings == kCompileAtSighting;
+  }
+  if (compile) {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object built = (*g_compile_run)(describe_for_compile(calls, items_, begin, end, plan));
+      g_compiles++;
+      std::lock_guard<std::mutex> lock(g_executables_mu);
+      FusedExecutable& entry = g_executables[plan.key];
+      if (built.is_none()) {
+        entry.unusable = true;
+      } else {
+        entry.run = executable = new py::object(std::move(built));
+      }
+    } catch (const py::error_already_set& e) {
+      std::string what = e.what();
+      what = what.substr(0, what.find("\n\nAt:"));  // the message, not Python's traceback
+      note_failure("compiling the fused run " + describe_ops(calls, items_, begin, end) + " failed: " + what);
+      std::lock_guard<std::mutex> lock(g_executables_mu);
+      g_executables[plan.key].unusable = true;
+    }
+  }
+  if (executable == nullptr) {
+    run_unfused(begin, end);
+    return;
+  }
+  try {
+    py::gil_scoped_acquire gil;
+    py::list inputs;
+    for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+    const py::object results = (*executable)(inputs);
+    const auto outputs = results.cast<std::vector<at::Tensor>>();
+    TORCH_CHECK(outputs.size() == plan.live_tensors.size(), "the fused executable returned ", outputs.size(),
+                " results, not ", plan.live_tensors.size());
+    for (size_t k = 0; k < outputs.size(); k++) const_cast<at::Tensor*>(plan.live_tensors[k])->copy_(outputs[k]);
+  } catch (const std::exception& e) {
+    // The ops' own kernels give the results (and, if one of them fails, its error and line).
+    note_failure("the fused executable of " + describe_ops(calls, items_, begin, end) + " failed (" + e.what() +
+                 "); the run ran unfused and this signature stays unfused");
+    {
+      std::lock_guard<std::mutex> lock(g_executables_mu);
+      g_executables[plan.key].unusable = true;
+    }
+    run_unfused(begin, end);
+    return;
+  }
+  g_fused_launches++;
+  g_fused_ops += static_cast<int64_t>(end - begin);
+}
+
+void FusedRun::run() {
+  std::vector<FusibleCall> calls;
+  calls.reserve(items_.size());
+  for (const auto& item : items_) calls.push_back(item->fusible_call());
+  size_t begin = 0;
+  for (size_t i = 0; i < calls.size(); i++) {
+    if (!has_only_fusible_arguments(calls[i])) {
+      run_segment(calls, begin, i);
+      run_unfused(i, i + 1);
+      begin = i + 1;
+    } else if (i > begin && reaches_into_segment(calls, begin, i)) {
+      run_segment(calls, begin, i);
+      begin = i;
+    }
+  }
+  if (begin < calls.size()) run_segment(calls, begin, calls.size());
+  if (first_error_) std::rethrow_exception(first_error_);
+}
+
+void bind_fusion(py::module_& m) {
+  m.def(
+      "install_fusion",
+      [](py::object compile_run, const std::vector<std::string>& ops, const std::vector<std::string>& float32_only,
+         const std::vector<std::string>& numbers_float32_only) {
+        TORCH_CHECK(g_compile_run == nullptr, "Adaptive Eager is installed once per process");
+        auto schema_of = [](const std::string& qualified) {
+          const auto dot = qualified.find('.');
+          const std::string name = qualified.substr(0, dot);
+          const std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+          return &c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str()).schema();
+        };
+        for (const std::string& op : ops) g_fusible.insert(schema_of(op));
+        for (const std::string& op : float32_only) g_float32_only.insert(schema_of(op));
+        for (const std::string& op : numbers_float32_only) g_numbers_float32_only.insert(schema_of(op));
+        g_compile_run = new py::object(std::move(compile_run));
+      },
+      py::arg("compile_run"), py::arg("ops"), py::arg("float32_only"), py::arg("numbers_float32_only"),
+      "Adaptive Eager: compile_run(description) -> run(inputs) -> outputs; the fusible ops ('aten::mul.Tensor'), "
+      "those of them fusible on float32 only, and those fusible with a Python number among their arguments on "
+      "float32 only.");
+  m.def(
+      "set_fusion",
+      [](bool enabled, size_t run_limit, size_t low_threshold, bool skip_intermediate) {
+        TORCH_CHECK(run_limit >= 1 && low_threshold >= 1, "run limit and low threshold must be at least 1");
+        g_run_limit = run_limit;
+        g_low_threshold = low_threshold;
+        g_skip_intermediate = skip_intermediate;
+        g_enabled = enabled;
+      },
+      py::arg("enabled"), py::arg("run_limit"), py::arg("low_threshold"), py::arg("skip_intermediate"));
+  m.def("fusion_counters", [] {
+    py::dict d;
+    d["fused_launches"] = g_fused_launches.load();
+    d["fused_ops"] = g_fused_ops.load();
+    d["unfused_ops"] = g_unfused_ops.load();
+    d["compiles"] = g_compiles.load();
+    d["failures"] = g_failures.load();
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    d["last_failure"] = g_last_failure;
+    return d;
+  });
+  m.def("reset_fusion_counters", [] {
+    g_fused_launches = 0;
+    g_fused_ops = 0;
+    g_unfused_ops = 0;
+    g_compiles = 0;
+    g_failures = 0;
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    g_last_failure.clear();
+  });
+  m.def("clear_fused_executables", [] {
+    std::lock_guard<std::mutex> lock(g_executables_mu);
+    g_executables.clear();  // their callables stay allocated: a worker may be calling one
+  });
+}
+
+}  // namespace localneuron

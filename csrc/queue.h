@@ -1,0 +1,110 @@
+// The device queues: asynchronous execution. Each (NeuronCore, stream) has a FIFO of work drained by
+// its own worker thread; the thread that issues an op enqueues it and continues. Work holds
+// references to every tensor it uses, so a tensor freed while queued work still uses its storage
+// goes back to the allocator only when that work is done (stream-ordered frees). An error inside
+// queued work is kept and raised at the device's next synchronisation point, naming the op, its
+// input signature and the Python line that enqueued it.
+//
+// NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything when it is issued, as a debugger wants.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+
+#include "issuer_state.h"
+#include "trace_plugin.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace localneuron {
+
+// Where the Python code that enqueued a piece of work was (the innermost frame outside torch and
+// localneuron): a code object kept alive for the process and an instruction offset.
+struct SourceLine {
+  void* code = nullptr;
+  int lasti = -1;
+};
+SourceLine capture_source_line();
+// " enqueued at FILE:LINE", or "" when unknown.
+std::string source_text(const SourceLine& source);
+
+// What Adaptive Eager (fusion.h) needs of a queued op: the op, its host arguments (aliases of device
+// tensors and plain values), the host aliases of the new tensors it fills, and the device storages
+// the work holds (to tell which outputs nobody else refers to any more).
+struct FusibleCall {
+  const c10::OperatorHandle* op = nullptr;
+  std::vector<c10::IValue> arguments;
+  std::vector<at::Tensor> outputs;
+  std::vector<const c10::StorageImpl*> output_storages;  // one per output
+  std::vector<const c10::StorageImpl*> held;             // every storage the work keeps alive
+};
+
+struct QueuedWork {
+  virtual ~QueuedWork() = default;
+  virtual void run() = 0;
+  // The op and its input signature, for error messages ("aten::mm(float32[4, 8], float32[8, 2])").
+  virtual std::string describe() const = 0;
+  // Adaptive Eager: whether this work may join a fused run, and its call when it does.
+  virtual bool fusible() const { return false; }
+  virtual FusibleCall fusible_call() const { return {}; }
+  SourceLine source;
+  Launch launch;        // recorded for the trace once the work has run
+  IssuerState issuer;   // taken when the work is queued; the worker runs it under this state
+};
+
+void set_launch_blocking(bool blocking);
+// True when ops must run when issued: NEURON_LAUNCH_BLOCKING=1, a worker thread, a forked child,
+// or interpreter exit.
+bool runs_inline();
+
+// Appends work to the current stream's queue of `device`.
+void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);
+
+// Work touching at most this many bytes (inputs and outputs) runs on the issuing thread when its
+// stream has nothing queued or held back: handing it to the worker costs more than running it (a
+// wake-up, two thread switches, the worker's freeing of its tensors under the GIL), and with nothing
+// ahead of it running it now keeps stream order. Larger work goes to the worker, where overlap with
+// Python pays. Measured with benchmarks/eager_overhead.py.
+constexpr int64_t kRunInPlaceMaxBytes = 256 * 1024;
+// Queued-op semantics either way: runs `work` in place (see kRunInPlaceMaxBytes) or enqueues it; an
+// error is held for the device's next synchronisation point, naming the issuing line.
+void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, int64_t bytes);
+// Whether work touching `bytes`, issued now on the current stream of `device`, runs in place.
+bool runs_in_place(c10::DeviceIndex device, int64_t bytes);
+// Holds the error of work that ran in place as a queued one's; `description` is its op and signature,
+// the issuing line is taken here (the caller is the issuing thread).
+void hold_in_place_error(c10::DeviceIndex device, std::string description, const std::exception& e);
+// Overrides kRunInPlaceMaxBytes (-1: back to it); for benchmarks comparing the policies.
+void set_run_in_place_max_bytes(int64_t bytes);
+
+// Waits until the queues are empty, then raises the first error of queued work, if any.
+void synchronize_device(c10::DeviceIndex device);
+void synchronize_all_devices();
+void synchronize_stream(const c10::Stream& stream);
+bool stream_idle(const c10::Stream& stream);
+// Waits for the device's queued work without raising its errors (allocator retries, shutdown).
+void drain_device(c10::DeviceIndex device);
+void drain_all_devices();
+// Waits for every queue, stops the workers; later ops run inline. At interpreter exit.
+void shutdown_queues();
+// In a forked child: the parent's workers do not exist here.
+void forget_queues_after_fork();
+
+// A busy period of `seconds` on the current stream of `device` (torch.neuron._sleep).
+void enqueue_busy_period(c10::DeviceIndex device, double seconds);
+
+// Events on queues: recorded when the stream reaches them, waited for by a later point of a stream.
+struct QueueEvent;
+std::shared_ptr<QueueEvent> new_queue_event();
+void record_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& stream);
+void block_stream_on_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& stream);
+bool event_completed(const QueueEvent& event);
+void synchronize_event(const QueueEvent& event);
+// Milliseconds between the times two events completed.
+double event_elapsed_ms(const QueueEvent& start, const QueueEvent& end);
+
+}  // namespace localneuron

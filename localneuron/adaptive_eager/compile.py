@@ -1,0 +1,99 @@
+"""A run of queued ops as one executable, from the compile path of torch.compile(backend="neuron").
+
+csrc/fusion.cpp describes a run it has seen twice: its ops in order, each argument wired to an input of
+the run, to a result of an earlier op of the run, or to a constant; the inputs (host aliases of the
+device tensors); which results the run must produce (the others nobody refers to any more). Here the
+run becomes an FX graph, compiled by the same host code generator and compile cache as a compiled
+graph (compiler/host_compile.py), with lower-precision intermediates rounded after every op as ATen
+rounds them. The executable takes the inputs and returns the results; the C++ side writes them into
+the tensors Python already holds.
+"""
+import operator
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor.decomposition import select_decomp_table
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from localneuron.adaptive_eager import stats
+from localneuron.adaptive_eager.fusible_ops import ONLY_WITH
+from localneuron.compiler import device_time
+from localneuron.compiler.host_compile import compile_host
+from localneuron.compiler.settings import CompileSettings, cache_settings, env, env_flag
+
+MODEL_NAME = "adaptive_eager"
+
+
+def _overload(name: str, overload: str) -> torch._ops.OpOverload:
+    namespace, op = name.split("::")
+    return getattr(getattr(getattr(torch.ops, namespace), op), overload or "default")
+
+
+def build_graph(description: dict) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    inputs = [graph.placeholder(f"input{k}") for k in range(len(description["inputs"]))]
+    results = []  # per op: its result nodes
+    for name, overload, arguments in description["ops"]:
+        op = _overload(name, overload)
+        args, kwargs = [], {}
+        for spec, (kind, *where) in zip(op._schema.arguments, arguments):
+            if kind == "input":
+                value = inputs[where[0]]
+            elif kind == "result":
+                value = results[where[0]][where[1]]
+            else:
+                value = where[0]
+            if spec.kwarg_only:
+                kwargs[spec.name] = value
+            else:
+                args.append(value)
+        node = graph.call_function(op, tuple(args), kwargs)
+        count = len(op._schema.returns)
+        results.append([node] if count == 1 else [graph.call_function(operator.getitem, (node, j))
+                                                   for j in range(count)])
+    graph.output([results[item][output] for item, output in description["outputs"]])
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _settings() -> CompileSettings:
+    return CompileSettings(model_name=MODEL_NAME, fallback_execution=False, cpu_autocopy=False, retain_device=False,
+                           debug_dir=env("TORCH_NEURONX_DEBUG_DIR"),
+                           preserve_artifacts=env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"),
+                           cache=cache_settings())
+
+
+def reproducible(description: dict) -> bool:
+    """Whether every call passes the values fusible_ops.ONLY_WITH requires."""
+    for name, overload, arguments in description["ops"]:
+        required = ONLY_WITH.get(f"{name}.{overload}" if overload else name)
+        if required is None:
+            continue
+        op = _overload(name, overload)
+        for spec, (kind, *where) in zip(op._schema.arguments, arguments):
+            if spec.name == required[0] and (kind != "constant" or where[0] != required[1]):
+                return False
+    return True
+
+
+def compile_run(description: dict):
+    """run(inputs) -> results for the described run (csrc/fusion.cpp calls it on a worker thread), or None
+    when the run cannot be fused with the same bits."""
+    if not reproducible(description):
+        return None
+    fake_mode = FakeTensorMode()
+    example_inputs = [fake_mode.from_tensor(t) for t in description["inputs"]]
+    # Decomposed as AOTAutograd decomposes a compiled graph: the code generator lowers only those ops.
+    with fake_mode:
+        gm = make_fx(build_graph(description), decomposition_table=select_decomp_table())(*example_inputs)
+    ops, results = device_time.graph_ops(gm)
+    with inductor_config.patch(emulate_precision_casts=True):
+        executable = compile_host(gm, example_inputs, False, _settings())
+    record = stats.new_executable(ops, results, description["lines"], [name for name, _, _ in description["ops"]])
+    launch = executable.run
+
+    def run(inputs: list) -> list:
+        record.calls += 1
+        return launch(list(inputs))
+
+    return run

@@ -1,0 +1,51 @@
+"""The ops Adaptive Eager may fuse: those whose generated code gives the same bits as ATen's kernel
+(tests/test_adaptive_eager.py checks every entry against unfused eager on float32, bfloat16 and float16,
+signed zeros, infinities and NaN among the inputs). NaNs match as NaNs: the generated code may return
+another NaN encoding (sign, payload) than ATen's kernel, which IEEE 754 leaves open.
+
+Each entry's rule: ANY (every dtype), FLOAT32 (not with 16-bit float operands: the generated code and
+ATen differ in the last bit there), NUMBERS_FLOAT32 (with a Python number among the arguments only on
+float32: ATen rounds the number to the 16-bit type first, the generated code computes with it in float32).
+
+Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
+differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and
+ATen's differ in the last bit); sqrt (found 1 ulp apart on float32); integer division (the generated code does not raise on zero); RNG ops
+(the stream of random numbers is the eager one only op by op); in-place and out= overloads (a run's
+outputs must be new tensors); ops taking tensor lists or devices (cat, _to_copy: the run's wiring
+knows single tensors and plain values only).
+"""
+
+ANY, FLOAT32, NUMBERS_FLOAT32 = "any", "float32", "numbers float32"
+
+FUSIBLE_OPS = {
+    "aten::add.Tensor": NUMBERS_FLOAT32,
+    "aten::sub.Tensor": NUMBERS_FLOAT32,
+    "aten::mul.Tensor": ANY,
+    "aten::div.Tensor": ANY,
+    "aten::neg": ANY,
+    "aten::abs": ANY,
+    "aten::relu": ANY,
+    "aten::maximum": ANY,
+    "aten::minimum": ANY,
+    "aten::where.self": ANY,
+    "aten::clamp": ANY,
+    "aten::rsqrt": FLOAT32,
+    "aten::reciprocal": ANY,
+    "aten::pow.Tensor_Scalar": ANY,  # squares only, see ONLY_WITH
+    "aten::eq.Tensor": ANY,
+    "aten::ne.Tensor": ANY,
+    "aten::lt.Tensor": ANY,
+    "aten::gt.Tensor": ANY,
+    "aten::eq.Scalar": ANY,
+    "aten::lt.Scalar": ANY,
+    "aten::gt.Scalar": ANY,
+    "aten::clone": ANY,
+}
+
+# Values the generated code does not reproduce bit for bit: a run with a call that passes another value
+# is not compiled, and runs unfused (ATen computes `a + alpha * b` with one rounding, fused multiply-add).
+ONLY_WITH = {
+    "aten::add.Tensor": ("alpha", 1),
+    "aten::sub.Tensor": ("alpha", 1),
+    "aten::pow.Tensor_Scalar": ("exponent", 2),  # x * x in both; other exponents are not tested equal
+}

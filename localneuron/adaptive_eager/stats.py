@@ -1,0 +1,66 @@
+"""What Adaptive Eager did, for the portability report and the profiler: each fused executable (its
+ops and source lines, how often it ran, its estimated device time fused and as separate launches from
+the cost model) and the C++ engine's counters (launches, ops fused, ops left unfused, failures)."""
+import threading
+from dataclasses import dataclass
+
+from localneuron import _C
+from localneuron.costmodel import ops as cost_ops
+from localneuron.runtime.config import selected_target
+
+_lock = threading.Lock()
+_executables: list = []
+
+
+@dataclass
+class FusedExecutable:
+    name: str
+    ops: tuple[str, ...]
+    lines: tuple[str, ...]
+    fused_seconds: float    # estimated device time of one run, fused
+    unfused_seconds: float  # the same ops launched one by one
+    calls: int = 0
+
+
+def new_executable(graph_ops: list, results: set, lines: list, names: list) -> FusedExecutable:
+    chip = selected_target()
+    with _lock:
+        record = FusedExecutable(f"adaptive_eager_{len(_executables)}", tuple(names), tuple(lines),
+                                 cost_ops.graph(chip, graph_ops, results).total,
+                                 cost_ops.eager_sequence(chip, graph_ops).total)
+        _executables.append(record)
+    return record
+
+
+def executables() -> list[FusedExecutable]:
+    with _lock:
+        return [e for e in _executables if e.calls]
+
+
+def summary() -> dict:
+    """Totals since the last reset(): fused launches, ops they ran, launches saved, estimated time."""
+    counters = _C.fusion_counters()
+    ran = executables()
+    return {
+        "fused_executables": len(ran),
+        "fused_launches": counters["fused_launches"],
+        "fused_ops": counters["fused_ops"],
+        "ops_per_launch": counters["fused_ops"] / counters["fused_launches"] if counters["fused_launches"] else 0.0,
+        "launches_saved": counters["fused_ops"] - counters["fused_launches"],
+        "unfused_ops_in_runs": counters["unfused_ops"],
+        "compiles": counters["compiles"],
+        "failures": counters["failures"],
+        "last_failure": counters["last_failure"],
+        "estimated_fused_seconds": sum(e.calls * e.fused_seconds for e in ran),
+        "estimated_unfused_seconds": sum(e.calls * e.unfused_seconds for e in ran),
+        "executables": [{"name": e.name, "ops": list(e.ops), "lines": list(e.lines), "calls": e.calls,
+                         "estimated_fused_seconds": e.fused_seconds, "estimated_unfused_seconds": e.unfused_seconds}
+                        for e in ran],
+    }
+
+
+def reset() -> None:
+    _C.reset_fusion_counters()
+    with _lock:
+        for e in _executables:
+            e.calls = 0

@@ -1,0 +1,56 @@
+"""Which executables may run on the device queue (asynchronously) and which must run when issued.
+
+A queued op hands Python its results before it runs, so its output shapes must follow from its
+signature alone (csrc/queued_ops.h learns them from the first call). Everything else runs after the
+device's queue has drained: CPU fallbacks and the float64 route (Python reads device data), ops whose
+output shapes depend on the data (their meta kernel cannot say), out= variants (they may resize their
+outputs), ops drawing from a generator (the caller observes the generator's state), and ops with
+non-tensor results (except ints listed below). Views read no data: they run at once, without waiting for the queue.
+"""
+import torch
+
+from localneuron._C import Execution, Route
+from localneuron.ops import arguments
+
+# op -> why its output shape depends on a float or string argument (the signature ignores their values)
+SHAPE_FROM_FLOAT_OR_STRING = {
+    "aten::arange": "the float start/end/step set the length",
+    "aten::range": "the float start/end/step set the length",
+    "aten::linspace": "float end points with a tensor step count",
+    "aten::logspace": "float end points with a tensor step count",
+    "aten::upsample_nearest1d": "float scale factors may set the output size",
+    "aten::upsample_nearest2d": "float scale factors may set the output size",
+    "aten::upsample_nearest3d": "float scale factors may set the output size",
+    "aten::upsample_linear1d": "float scale factors may set the output size",
+    "aten::upsample_bilinear2d": "float scale factors may set the output size",
+    "aten::upsample_trilinear3d": "float scale factors may set the output size",
+    "aten::einsum": "the equation string sets the output dimensions",
+}
+
+
+# op -> why its int results follow from its signature (a queued op's results are fixed on its first call)
+INT_RESULTS_FROM_SHAPES = {
+    "aten::_scaled_dot_product_fused_attention_overrideable": "max_q and max_k are the sequence lengths",
+}
+
+
+def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
+    if is_view:
+        return Execution.METADATA
+    schema = op._schema
+    if route == Route.PYTHON or not _queueable_schema(schema) or schema.name in SHAPE_FROM_FLOAT_OR_STRING:
+        return Execution.SYNCHRONOUS
+    static_shapes, _ = arguments.run_on_meta(op, args, kwargs)  # fails for data-dependent shapes
+    return Execution.QUEUED if static_shapes else Execution.SYNCHRONOUS
+
+
+def _queueable_schema(schema) -> bool:
+    result_types = [torch.TensorType.get(), torch.ListType(torch.TensorType.get()),
+                    torch.OptionalType(torch.TensorType.get())]
+    if schema.name in INT_RESULTS_FROM_SHAPES:
+        result_types += [torch.IntType.get(), torch.SymIntType.get()]
+    if arguments.generator_argument_names(schema):
+        return False
+    if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return False  # out=
+    return all(r.type in result_types and (r.alias_info is None or r.alias_info.is_write) for r in schema.returns)

@@ -1,0 +1,291 @@
+"""Adaptive Eager (TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of queued element-wise ops run as one
+compiled executable, with the same bits as unfused eager, ending where TorchNeuron's runs end."""
+import pytest
+import torch
+
+from conftest import run_python
+from localneuron import _C
+from localneuron.adaptive_eager import engine, report, stats
+from localneuron.adaptive_eager.fusible_ops import FUSIBLE_OPS
+from localneuron.runtime.environment import BY_NAME, read
+
+pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+                                reason="NEURON_LAUNCH_BLOCKING=1 queues nothing, so nothing is fused")
+
+
+@pytest.fixture
+def fusion():
+    with engine.switched(True):
+        stats.reset()
+        yield stats
+    stats.reset()
+
+
+def three_ops(x, y):  # one run of three fusible ops
+    return ((x * y) + 0.5).relu()
+
+
+def warmed(fn, *args):
+    """The fourth run of fn: the first call of each op runs synchronously (its outputs are learned), then a
+    run's signature compiles on its second sighting and runs fused from there. Each result stays alive
+    while the next call runs, as the measured call's does (which results are alive is part of a run's key)."""
+    result = None
+    for _ in range(3):
+        result = fn(*args)
+        torch.neuron.synchronize()
+    del result
+    stats.reset()
+    result = fn(*args)
+    torch.neuron.synchronize()
+    return result
+
+
+def test_a_run_is_fused_and_gives_the_unfused_bits(fusion):
+    x, y = torch.randn(16), torch.randn(16)
+    dx, dy = x.to("neuron"), y.to("neuron")
+    fused = warmed(three_ops, dx, dy).cpu()
+    s = stats.summary()
+    assert s["fused_launches"] == 1 and s["fused_ops"] == 3 and s["launches_saved"] == 2
+    with engine.switched(False):
+        unfused = three_ops(dx, dy).cpu()
+    assert torch.equal(fused, unfused)
+    assert torch.equal(fused, three_ops(x, y))
+
+
+def test_a_cache_hit_compiles_nothing(fusion):
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    warmed(three_ops, dx, dy)
+    compiles = _C.fusion_counters()["compiles"]
+    for _ in range(5):
+        three_ops(dx, dy)
+        torch.neuron.synchronize()
+    counters = _C.fusion_counters()
+    assert counters["compiles"] == compiles and counters["fused_launches"] == 6
+
+
+def test_a_host_read_ends_the_run(fusion):
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+
+    def read_between(x, y):
+        a = three_ops(x, y)
+        a.cpu()  # the user inspects a: the run ends at the op producing it
+        return three_ops(a, y)
+
+    result = warmed(read_between, dx, dy)
+    s = stats.summary()
+    assert s["fused_launches"] == 2 and s["ops_per_launch"] == 3
+    assert torch.equal(result.cpu(), three_ops(three_ops(dx.cpu(), dy.cpu()), dy.cpu()))
+
+
+def test_an_op_that_is_not_fusible_ends_the_run(fusion):
+    dx, dy = torch.randn(4, 4, device="neuron"), torch.randn(4, 4, device="neuron")
+
+    def around_matmul(x, y):
+        return three_ops(three_ops(x, y) @ y, y)
+
+    result = warmed(around_matmul, dx, dy)
+    s = stats.summary()
+    assert s["fused_launches"] == 2 and s["fused_ops"] == 6
+    x, y = dx.cpu(), dy.cpu()
+    assert torch.equal(result.cpu(), three_ops(three_ops(x, y) @ y, y))
+
+
+def test_runs_end_at_the_buffer_size_limit(monkeypatch, fusion):
+    monkeypatch.setenv("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "4")
+    engine.configure(True)
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+
+    def nine_ops(x, y):
+        return three_ops(three_ops(three_ops(x, y), y), y)
+
+    warmed(nine_ops, dx, dy)
+    s = stats.summary()
+    assert s["fused_launches"] == 2 and s["fused_ops"] == 8  # 4 + 4, and the ninth op alone stays unfused
+    assert s["unfused_ops_in_runs"] == 1
+
+
+def test_runs_shorter_than_the_low_threshold_stay_unfused(monkeypatch, fusion):
+    monkeypatch.setenv("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", "4")
+    engine.configure(True)
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    warmed(three_ops, dx, dy)
+    s = stats.summary()
+    assert s["fused_launches"] == 0 and s["unfused_ops_in_runs"] == 3
+
+
+def test_deterministic_algorithms_disable_fusion(fusion):
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    torch.use_deterministic_algorithms(True)
+    try:
+        warmed(three_ops, dx, dy)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    s = stats.summary()
+    assert s["fused_launches"] == 0 and s["unfused_ops_in_runs"] == 0
+
+
+def test_intermediates_still_referenced_are_written(fusion):
+    x, y = torch.randn(16), torch.randn(16)
+    dx, dy = x.to("neuron"), y.to("neuron")
+
+    def keeps_intermediates(a, b):
+        m = a * b
+        s = m + 0.5
+        return m, s, s.relu()
+
+    m, s, r = warmed(keeps_intermediates, dx, dy)
+    assert stats.summary()["fused_ops"] == 3
+    em = x * y
+    assert torch.equal(m.cpu(), em) and torch.equal(s.cpu(), em + 0.5) and torch.equal(r.cpu(), (em + 0.5).relu())
+
+
+def test_a_view_of_a_run_result_splits_the_run(fusion):
+    x = torch.randn(16)
+    dx = x.to("neuron")
+
+    def through_a_view(a):
+        b = (a * 2.0) + 1.0
+        return (b[3:9] * 3.0) - 1.0  # a slice of b: not the tensor the run produced
+
+    result = warmed(through_a_view, dx)
+    assert stats.summary()["fused_launches"] == 2
+    assert torch.equal(result.cpu(), (((x * 2.0) + 1.0)[3:9] * 3.0) - 1.0)
+
+
+def _calls(dtype):
+    """One call per allow-list entry on inputs with signed zeros, infinities and NaN."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(37, generator=g) * 3).to(dtype), (torch.randn(37, generator=g) * 3).to(dtype)
+    a[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30]).to(dtype)
+    b[:6] = torch.tensor([-0.0, 0.0, 2.0, float("inf"), 1.0, -3.0]).to(dtype)
+    mask = torch.randn(37, generator=g) > 0
+    aten = torch.ops.aten
+    return a, b, mask, {
+        "aten::add.Tensor": lambda a, b, m: (a + b, a + 0.5, a + 0.3),
+        "aten::sub.Tensor": lambda a, b, m: (a - b, a - 0.3),
+        "aten::mul.Tensor": lambda a, b, m: (a * b, a * 1.0001),
+        "aten::div.Tensor": lambda a, b, m: (a / b, a / 3.0, a / 0.7),
+        "aten::neg": lambda a, b, m: (-a,),
+        "aten::abs": lambda a, b, m: (a.abs(),),
+        "aten::relu": lambda a, b, m: (a.relu(),),
+        "aten::maximum": lambda a, b, m: (torch.maximum(a, b),),
+        "aten::minimum": lambda a, b, m: (torch.minimum(a, b),),
+        "aten::where.self": lambda a, b, m: (torch.where(m, a, b),),
+        "aten::clamp": lambda a, b, m: (a.clamp(-0.5, 0.5), a.clamp(max=0.25)),
+        "aten::rsqrt": lambda a, b, m: (a.rsqrt(),),
+        "aten::reciprocal": lambda a, b, m: (a.reciprocal(),),
+        "aten::pow.Tensor_Scalar": lambda a, b, m: (a.pow(2),),
+        "aten::eq.Tensor": lambda a, b, m: (a == b,),
+        "aten::ne.Tensor": lambda a, b, m: (a != b,),
+        "aten::lt.Tensor": lambda a, b, m: (a < b,),
+        "aten::gt.Tensor": lambda a, b, m: (a > b,),
+        "aten::eq.Scalar": lambda a, b, m: (a == 0.0,),
+        "aten::lt.Scalar": lambda a, b, m: (a < 0.1,),
+        "aten::gt.Scalar": lambda a, b, m: (a > 0.1,),
+        "aten::clone": lambda a, b, m: (a.clone(),),
+    }
+
+
+def same_bits(fused, unfused):
+    """Bit for bit, except that any NaN matches any NaN (fusible_ops.py says why)."""
+    if fused.dtype != unfused.dtype or fused.shape != unfused.shape:
+        return False
+    if fused.dtype == torch.bool:
+        return torch.equal(fused, unfused)
+    both_nan = fused.isnan() & unfused.isnan()
+    bits = torch.int16 if fused.element_size() == 2 else torch.int32
+    return bool(((fused.view(bits) == unfused.view(bits)) | both_nan).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_every_fusible_op_gives_the_unfused_bits(fusion, dtype):
+    a, b, mask, calls = _calls(dtype)
+    assert set(calls) == set(FUSIBLE_OPS), "every allow-list entry needs a case here"
+    da, db, dm = a.to("neuron"), b.to("neuron"), mask.to("neuron")
+
+    def every_op(a, b, m):  # one run: each call reads the inputs, each result is kept
+        return {name: call(a, b, m) for name, call in calls.items()}
+
+    with engine.switched(False):
+        unfused = {name: [t.cpu() for t in results] for name, results in every_op(da, db, dm).items()}
+    fused = {name: [t.cpu() for t in results] for name, results in warmed(every_op, da, db, dm).items()}
+    fused_ops = stats.summary()["fused_ops"]
+    # every call is fused where its entry's rule admits the dtype (a few runs of one op stay unfused)
+    assert fused_ops >= (20 if dtype == torch.float32 else 15), _C.fusion_counters()
+    wrong = [name for name in calls if not all(same_bits(f, u) for f, u in zip(fused[name], unfused[name]))]
+    assert not wrong, f"{dtype}: fused code differs from ATen for {wrong}"
+
+
+def test_a_run_with_an_alpha_other_than_one_runs_unfused_and_exact(fusion):
+    x, y = torch.randn(37), torch.randn(37)
+
+    def with_alpha(a, b):
+        return torch.sub(a * b, b, alpha=3).relu()
+
+    result = warmed(with_alpha, x.to("neuron"), y.to("neuron"))
+    s = stats.summary()
+    assert s["fused_launches"] == 0 and s["unfused_ops_in_runs"] == 3
+    assert torch.equal(result.cpu(), with_alpha(x, y))
+
+
+@pytest.fixture
+def fresh_executables():
+    _C.clear_fused_executables()
+    yield
+    _C.clear_fused_executables()
+
+
+def test_a_failing_fused_executable_runs_unfused_and_names_the_ops(monkeypatch, fusion, fresh_executables):
+    from localneuron.adaptive_eager import compile as fused_compile
+
+    def broken(description):
+        def run(inputs):
+            raise RuntimeError("injected failure")
+        return run
+
+    monkeypatch.setattr(fused_compile, "compile_run", broken)
+    x, y = torch.randn(16), torch.randn(16)
+    dx, dy = x.to("neuron"), y.to("neuron")
+    for _ in range(4):  # learned, first sighting, compiled and failed, unfused from then on
+        result = three_ops(dx, dy)
+        torch.neuron.synchronize()
+        assert torch.equal(result.cpu(), three_ops(x, y))
+    s = stats.summary()
+    assert s["failures"] == 1 and s["fused_launches"] == 0 and s["unfused_ops_in_runs"] >= 9
+    assert "injected failure" in s["last_failure"]
+    assert "aten::mul" in s["last_failure"] and "aten::relu" in s["last_failure"]
+    assert "test_adaptive_eager.py:" in s["last_failure"]
+
+
+def test_the_report_shows_fused_executables_and_estimates(fusion):
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    warmed(three_ops, dx, dy)
+    data = report.collect()
+    assert data["fused_executables"] == 1 and data["launches_saved"] == 2
+    assert 0 < data["estimated_fused_seconds"] < data["estimated_unfused_seconds"]
+    text = "\n".join(report.render(data))
+    assert "Adaptive Eager: 1 fused executables ran 1 times for 3 ops" in text and "aten::mul" in text
+
+
+def test_the_variables_are_in_the_environment_table():
+    for name, default in (("TORCH_NEURONX_ENABLE_CONCATENATION", "0"),
+                          ("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", "2"),
+                          ("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", "64"),
+                          ("TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE", "1")):
+        assert BY_NAME[name].default == default
+
+
+def test_a_bad_tuning_value_warns_and_keeps_the_default():
+    code = ("import warnings, torch, localneuron\n"
+            "from localneuron import _C\n"
+            "x = torch.ones(4, device='neuron')\n"
+            "for _ in range(4):\n"
+            "    y = ((x * 2) + 1).relu()\n"
+            "    torch.neuron.synchronize()\n"
+            "print('ok', _C.fusion_counters()['fused_launches'])\n")
+    result = run_python(code, env={"TORCH_NEURONX_ENABLE_CONCATENATION": "1",
+                                   "TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD": "many"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD='many' is not valid" in result.stderr
+    assert "Using the default 2" in result.stderr
+    assert result.stdout.split()[-2:] == ["ok", "2"]  # the third and fourth runs

@@ -1,0 +1,273 @@
+"""Asynchronous execution (contract §5.2): ops are queued per device and stream and Python runs ahead;
+host reads, synchronize() and events are the synchronisation points; memory is stream-ordered; errors in
+queued work surface at the next synchronisation point with the op, its signature and the user's line;
+NEURON_LAUNCH_BLOCKING=1 runs every op when it is issued.
+
+torch.neuron._sleep(cycles) queues a busy period on the current stream (as torch.cuda._sleep does on a
+GPU), so these tests can hold a queue without timing anything."""
+import inspect
+
+import pytest
+import torch
+
+from localneuron import _C
+from localneuron.runtime.environment import read
+from tests.conftest import run_python
+
+pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+                                reason="tests the asynchronous mode: run with NEURON_LAUNCH_BLOCKING=0 (its blocking "
+                                       "mode is tested in a subprocess)")
+
+BUSY = 300_000_000  # cycles: ~0.2 s of simulated NeuronCore time at 1.4 GHz
+
+
+def steps(t, n):
+    for i in range(n):
+        t.mul_(1.01).add_(i * 0.001)
+    return (t @ t.t()).relu()
+
+
+def test_queued_ops_keep_their_order_and_host_reads_wait_for_them():
+    x = torch.randn(64, 64)
+    d = x.to("neuron")
+    steps(d.clone(), 1).cpu()  # the first call of each signature runs synchronously (it learns its outputs)
+    torch.neuron._sleep(BUSY)
+    e = steps(d, 50)
+    assert not torch.neuron.current_stream().query()  # Python ran ahead of the device
+    torch.testing.assert_close(e.cpu(), steps(x, 50))
+
+
+@pytest.mark.parametrize("read", [
+    lambda t: t.cpu()[0].item(),
+    lambda t: t[0].item(),
+    lambda t: t.tolist()[0],
+    lambda t: float(str(t[0]).split("(")[1].split(",")[0]),
+    lambda t: t.cpu().numpy()[0].item(),
+    lambda t: 3.0 if bool(t[0] == 3.0) else -1.0,
+])
+def test_every_host_read_synchronises(read):
+    d = torch.ones(4, device="neuron")
+    torch.neuron._sleep(BUSY)
+    d.add_(2)
+    assert read(d) == pytest.approx(3.0)
+
+
+def test_synchronize_waits_for_the_queue():
+    torch.neuron._sleep(BUSY)
+    assert not torch.neuron.current_stream().query()
+    torch.neuron.synchronize()
+    assert torch.neuron.current_stream().query()
+    torch.accelerator.synchronize()
+
+
+def test_events_and_streams_order_work_across_streams():
+    side = torch.neuron.Stream()
+    x = torch.ones(8, device="neuron")
+    torch.neuron.synchronize()
+    ((x * 5) + 1).cpu()  # learn the outputs of both signatures
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with torch.neuron.stream(side):
+        start.record()
+        torch.neuron._sleep(BUSY)
+        y = x * 5
+        end.record()
+    assert not end.query() and not side.query()
+    torch.neuron.current_stream().wait_event(end)  # the default stream now waits for the side stream
+    z = y + 1
+    assert z.cpu().tolist() == [6.0] * 8
+    end.synchronize()
+    assert end.query() and side.query()
+    assert start.elapsed_time(end) > 0.0
+
+
+def test_wait_stream_and_record_stream():
+    side = torch.neuron.Stream()
+    ((torch.full((16,), 2.0, device="neuron") * 3) - 1).cpu()
+    with torch.neuron.stream(side):
+        torch.neuron._sleep(BUSY)
+        a = torch.full((16,), 2.0, device="neuron") * 3
+    a.record_stream(torch.neuron.current_stream())
+    torch.neuron.current_stream().wait_stream(side)
+    b = a - 1
+    assert b.cpu().tolist() == [5.0] * 16
+    side.synchronize()
+    assert side.query()
+
+
+def test_memory_freed_in_python_is_not_reused_while_queued_work_uses_it():
+    x = torch.ones(1 << 16, device="neuron")
+    warm_up = x * 2  # the multiply's first call: learns its output layout
+    warm_up.cpu()
+    warm_up_ptr = warm_up.data_ptr()
+    del warm_up
+    torch.neuron._sleep(BUSY)
+    y = x * 2  # queued behind the busy period; it holds x
+    x_ptr = x.data_ptr()
+    del x
+    z = torch.empty(1 << 16, device="neuron")
+    assert z.data_ptr() != x_ptr  # x's block is still in use by the queued multiply
+    assert y.cpu().sum().item() == 2 * (1 << 16)
+    z_ptr = z.data_ptr()
+    del z
+    reserved = torch.neuron.memory_reserved()
+    w = torch.empty(1 << 16, device="neuron")  # once the work is done the blocks are reused
+    v = torch.empty(1 << 16, device="neuron")
+    assert {w.data_ptr(), v.data_ptr()} <= {x_ptr, z_ptr, warm_up_ptr}
+    assert torch.neuron.memory_reserved() == reserved
+
+
+def test_an_error_in_queued_work_names_the_op_signature_and_line_then_the_device_works_on():
+    table = torch.randn(10, 4, device="neuron")
+    ok = torch.tensor([1, 2, 3], device="neuron")
+    bad = torch.tensor([1, 2, 30], device="neuron")
+    torch.index_select(table, 0, ok)  # first call of the signature: learns its output layout
+    torch.neuron.synchronize()
+    line = inspect.currentframe().f_lineno + 1
+    out = torch.index_select(table, 0, bad)  # queued: nothing is raised here
+    with pytest.raises(RuntimeError) as raised:
+        out.cpu()
+    message = str(raised.value)
+    assert "aten::index_select(Float[10, 4], 0, Long[3])" in message
+    assert f"{__file__}:{line}" in message
+    assert "NEURON_LAUNCH_BLOCKING=1" in message
+    torch.neuron.synchronize()  # reported once
+    assert (table * 2).cpu().shape == (10, 4)
+    torch.testing.assert_close(torch.index_select(table, 0, ok).cpu(), table.cpu()[[1, 2, 3]])
+
+
+def test_launch_blocking_raises_at_the_op_itself():
+    code = """
+import torch, localneuron
+table = torch.randn(10, 4, device="neuron")
+torch.index_select(table, 0, torch.tensor([1], device="neuron"))
+try:
+    torch.index_select(table, 0, torch.tensor([30], device="neuron"))
+    print("not raised")
+except (IndexError, RuntimeError) as e:
+    print("raised at the op")
+torch.neuron._sleep(100000000)
+print(torch.neuron.current_stream().query())
+"""
+    done = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["raised", "at", "the", "op", "True"]
+
+
+def test_invalid_launch_blocking_value_is_refused():
+    done = run_python("import torch, localneuron; print(torch._C._get_privateuse1_backend_name())",
+                      env={"NEURON_LAUNCH_BLOCKING": "yes"})
+    assert "NEURON_LAUNCH_BLOCKING='yes' is not valid: expected one of 0, 1" in done.stderr
+    assert done.stdout.split() == ["privateuseone"]  # the device is not registered
+
+
+def test_interpreter_exit_finishes_queued_work_and_reports_its_errors():
+    code = """
+import torch, localneuron
+table = torch.randn(10, 4, device="neuron")
+torch.index_select(table, 0, torch.tensor([1], device="neuron"))
+x = torch.ones(1000, device="neuron")
+(x * 1.0001).cpu()
+torch.neuron._sleep(300000000)
+out = torch.index_select(table, 0, torch.tensor([30], device="neuron"))
+for _ in range(200):
+    x = x * 1.0001
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert "at exit" in done.stderr and "aten::index_select" in done.stderr
+
+
+def test_queued_ops_learn_their_outputs_on_the_first_call():
+    _C.executor_counters()
+    a = torch.randn(5, 7, device="neuron")
+    first = torch.special.erf(a)
+    torch.neuron._sleep(BUSY)
+    second = torch.special.erf(a)
+    assert not torch.neuron.current_stream().query()
+    assert second.shape == first.shape and second.stride() == first.stride()
+    torch.testing.assert_close(second.cpu(), first.cpu())
+
+
+def _update(t):
+    t.add_(1).mul_(0.5)
+    doubled = torch.relu(t) * 2  # new outputs the worker fills with a copy into them
+    t.clamp_(max=0.7)
+    return t, doubled
+
+
+def test_queued_work_runs_under_the_issuing_threads_inference_mode():
+    x = torch.randn(8, 8)
+    with torch.inference_mode():
+        d = x.to("neuron")
+        _update(d.clone())  # first calls learn their outputs
+        torch.neuron._sleep(BUSY)
+        got = _update(d)
+        assert not torch.neuron.current_stream().query()  # really queued
+        for g, e in zip(got, _update(x.clone())):
+            torch.testing.assert_close(g.cpu(), e)
+        assert d.is_inference()
+    normal = x.to("neuron")  # the worker's next work, issued outside inference mode, is normal work
+    torch.neuron._sleep(BUSY)
+    got = _update(normal)
+    assert not got[1].is_inference()
+    for g, e in zip(got, _update(x.clone())):
+        torch.testing.assert_close(g.cpu(), e)
+
+
+def test_queued_parameter_updates_under_no_grad_keep_autograd_state():
+    w_cpu = torch.randn(16, requires_grad=True)
+    w = w_cpu.detach().to("neuron").requires_grad_()
+    (w * 3).sum().backward()
+    with torch.no_grad():
+        w.mul_(0.9).add_(w.grad, alpha=-0.1)  # first calls learn their outputs
+        torch.neuron._sleep(BUSY)
+        for _ in range(2):
+            w.mul_(0.9).add_(w.grad, alpha=-0.1)
+        assert not torch.neuron.current_stream().query()
+    expected = w_cpu.detach()
+    for _ in range(3):
+        expected = expected * 0.9 - 0.1 * 3
+    assert w.requires_grad and w.is_leaf and w.grad_fn is None
+    torch.testing.assert_close(w.detach().cpu(), expected)
+
+
+def test_ops_under_a_python_dispatch_mode_run_on_the_issuing_thread():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Outer(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    class Inner(TorchDispatchMode):  # under two modes the Python key stays set inside the outer one
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(6)
+    d = x.to("neuron")
+    torch.exp(d).cpu()  # learned: the same op would be queued outside the modes
+    with Outer(), Inner():
+        torch.neuron._sleep(BUSY)
+        got = torch.exp(d)
+    torch.testing.assert_close(got.cpu(), torch.exp(x))
+    assert torch.ops.aten.exp.default in seen
+
+
+@pytest.mark.parametrize("max_bytes", [-1, 0], ids=["small work in place", "all work to the worker"])
+def test_small_work_on_an_idle_stream_keeps_queued_semantics(max_bytes):
+    table = torch.randn(10, 4, device="neuron")
+    torch.index_select(table, 0, torch.tensor([1], device="neuron")).cpu()  # learned: later calls are queued
+    (table * 3).cpu()
+    _C.set_run_in_place_max_bytes(max_bytes)
+    try:
+        torch.neuron.synchronize()
+        line = inspect.currentframe().f_lineno + 1
+        out = torch.index_select(table, 0, torch.tensor([40], device="neuron"))  # the stream is idle
+        after = table * 3  # issued after the failing op, runs as it would have
+        with pytest.raises(RuntimeError, match=f"aten::index_select.*{__file__}:{line}"):
+            out.cpu()
+        torch.testing.assert_close(after.cpu(), table.cpu() * 3)
+    finally:
+        _C.set_run_in_place_max_bytes(-1)
