@@ -17,17 +17,39 @@ _PRINTING = "torch/_tensor_str.py"
 
 NO_PYTHON_CALLER = "(no Python caller: the autograd engine's thread)"
 
+# what a frame's file is to the walk below, decided once per file: a sync may sit under a deep stack of
+# library frames (a serving engine syncs once per step from ~40 frames down)
+USER, LIBRARY, RUNTIME, PRINTING = range(4)
+_role_of_file: dict[str, int] = {}
+
+
+def _role(filename: str) -> int:
+    role = _role_of_file.get(filename)
+    if role is None:
+        if not call_sites.is_library(filename):
+            role = USER
+        elif any(p in filename for p in _RUNTIME_PATHS):
+            role = RUNTIME
+        elif filename.endswith(_PRINTING):
+            role = PRINTING
+        else:
+            role = LIBRARY
+        _role_of_file[filename] = role
+    return role
+
 
 def observe(kind: int) -> None:
     frame = sys._getframe(0).f_back  # None when the C++ autograd engine copies on its own thread
     what = KINDS[kind]
-    walk = frame
-    while walk is not None and call_sites.is_library(walk.f_code.co_filename):
-        filename = walk.f_code.co_filename
-        if any(p in filename for p in _RUNTIME_PATHS):
+    walk = frame  # out to the innermost user frame, where the site starts
+    while walk is not None:
+        role = _role(walk.f_code.co_filename)
+        if role == USER:
+            break
+        if role == RUNTIME:
             return
-        if filename.endswith(_PRINTING):
+        if role == PRINTING:
             what = PRINT
         walk = walk.f_back
-    site = NO_PYTHON_CALLER if frame is None else call_sites.user_site(frame) or "(library code only)"
+    site = NO_PYTHON_CALLER if frame is None else call_sites.user_site(walk) or "(library code only)"
     call_sites.record(call_sites.HOST_SYNC, what, site)
