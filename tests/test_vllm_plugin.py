@@ -89,6 +89,34 @@ def test_batches_pad_to_power_of_two_buckets_up_to_the_largest_batch():
         compiled_model.buckets(0)
 
 
+def test_bucketed_forward_compiles_each_shape_once_then_calls_its_graph_without_dynamo():
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 4)
+
+        def forward(self, x, scale=None):
+            return self.proj(x).relu() * (1.0 if scale is None else scale)
+
+    torch.manual_seed(0)
+    model = Tiny().to("neuron")
+    eager = Tiny().to("neuron")
+    eager.load_state_dict(model.state_dict())
+    model.forward = forward = compiled_model.BucketedForward(model.forward, "neuron")
+    through_dynamo = []
+    compiled = forward._compiled
+    forward._compiled = lambda *args, **kwargs: through_dynamo.append(args[0].shape[0]) or compiled(*args, **kwargs)
+    with torch.inference_mode():
+        for tokens in (2, 4, 2, 4, 2):
+            x = torch.randn(tokens, 8).to("neuron")
+            assert torch.allclose(model(x).cpu(), eager(x).cpu())
+        assert torch.allclose(model(x, scale=2.0).cpu(), 2 * eager(x).cpu())  # a new plain value: a new graph
+    # each shape's first call compiled through Dynamo; the repeats called the kept bytecode
+    assert through_dynamo == [2, 4, 2] and len(forward._by_inputs) == 3
+
+
 def _generate_offline(model_dir, report, *flags) -> dict:
     """The report of an offline greedy run whose tokens equal Hugging Face's on the CPU."""
     run = subprocess.run([sys.executable, str(HERE / "vllm_offline_generate.py"), *flags, model_dir, str(NEW_TOKENS),
