@@ -18,6 +18,10 @@ _lock = threading.Lock()
 _counters = {"attention_calls": 0, "kv_cache_writes": 0, "steps": 0, "tokens": 0}
 # (heads, new tokens, kv heads, context, head dim, query dtype, cache dtype) -> requests priced as one attention
 _attention_shapes: Counter = Counter()
+# The step being run: its attention metadata, which all its layers share, and per kind of layer the requests'
+# shapes with the calls over them; folded into _attention_shapes when the next step starts or the counters are
+# read, so that the per-layer hot path neither reads the metadata back nor counts each request.
+_step: dict = {"metadata": None, "calls": {}}
 # (key shape, dtype) -> KV-cache writes
 _kv_write_shapes: Counter = Counter()
 hbm: dict[str, int] = {}
@@ -39,14 +43,28 @@ def _kv_write_seconds(chip, shape, dtype) -> float:
     return eager_seconds(chip, "aten::index_put_", [key, key], [key, key])
 
 
+def _fold_step() -> None:
+    for shapes, calls in _step["calls"].values():
+        for shape in shapes:
+            _attention_shapes[shape] += calls
+    _step["calls"] = {}
+
+
 def record_attention(query: torch.Tensor, kv_cache: torch.Tensor, metadata, num_kv_heads: int) -> None:
     heads, head_dim = query.shape[1], query.shape[2]
-    starts = metadata.query_start_loc.tolist()
-    shapes = [(heads, starts[request + 1] - starts[request], num_kv_heads, context, head_dim, query.dtype,
-               kv_cache.dtype) for request, context in enumerate(metadata.seq_lens.tolist())]
+    layer = (heads, num_kv_heads, head_dim, query.dtype, kv_cache.dtype)
     with _lock:
         _counters["attention_calls"] += 1
-        _attention_shapes.update(shapes)
+        if _step["metadata"] is not metadata:
+            _fold_step()
+            _step["metadata"] = metadata
+        entry = _step["calls"].get(layer)
+        if entry is None:
+            starts = metadata.query_start_loc.tolist()
+            shapes = [(heads, starts[request + 1] - starts[request], num_kv_heads, context, head_dim, query.dtype,
+                       kv_cache.dtype) for request, context in enumerate(metadata.seq_lens.tolist())]
+            entry = _step["calls"][layer] = [shapes, 0]
+        entry[1] += 1
 
 
 def record_kv_cache_write(key: torch.Tensor, value: torch.Tensor) -> None:
@@ -64,6 +82,7 @@ def record_step(tokens: int) -> None:
 def snapshot() -> dict:
     chip = selected_target()
     with _lock:
+        _fold_step()
         counters = dict(_counters)
         attention, kv_writes = dict(_attention_shapes), dict(_kv_write_shapes)
     counters["attention_seconds"] = sum(_attention_seconds(chip, *shape) * n for shape, n in attention.items())
