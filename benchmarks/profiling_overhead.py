@@ -207,10 +207,16 @@ def main():
     print(f"source attribution, step time on vs off: {100 * (base - off) / off:+.1f}% CPU, "
           f"{100 * (base_wall - wall['attribution off']) / wall['attribution off']:+.1f}% wall (target <= 5%)")
     hooks_timed.seconds = 0.0
+    line_time.clear()
     inside, _, _ = sample(steps, args.steps * args.samples, hooks_timed)
     per_step = hooks_timed.seconds / (args.steps * args.samples)
-    print(f"source attribution, time inside its hooks: {per_step * 1e3:.3f} ms/step = "
-          f"{100 * per_step / inside:.2f}% of step time")
+    credited = sum(line_time.by_line().values()) / (args.steps * args.samples)
+    gap = line_time.mean_gap_ns()
+    samples_note = (f"{credited / (gap * 1e-9):.1f} samples/step, one per {gap / 1e3:.0f} us of estimated device "
+                    "time on average" if gap else "every op (mean gap 0)")
+    print(f"source attribution, time inside its Python hooks: {per_step * 1e3:.3f} ms/step = "
+          f"{100 * per_step / inside:.2f}% of step time; the C++ source-line sampler took {samples_note} "
+          f"({credited * 1e3:.2f} ms of estimated device time per step)")
     pytorch = cpu["PyTorch CPU profiler + record_shapes"]
     print(f"profiling overhead, all layers: {cpu[ALL_LAYERS] / base:.2f}x CPU with PyTorch's default options "
           f"(PyTorch alone {cpu['PyTorch CPU profiler'] / base:.2f}x), {cpu[ALL_LAYERS_SHAPES] / base:.2f}x with "
