@@ -167,8 +167,8 @@ class _Builder:
         else:
             self.clock.compute(p.device, p.name, issued, p.estimated_seconds, p.correlation, details, flow)
 
-    def result(self, config: capture_config.CaptureConfig):
-        spans = self.captured_spans(config) if "DEVICE" in config.modes else []
+    def result(self, config: capture_config.CaptureConfig, spans: list[DeviceSpan]):
+        """spans: the device spans the trace captures (captured_spans)"""
         runtime = self.runtime if "RUNTIME" in config.modes else []
         cores = sorted({s.core for s in spans})
         devices = [(hw_pid(c), hw_pid(c), f"neuron_hw NC{c}", f"NeuronCore {c} (estimated device time)")
@@ -238,9 +238,9 @@ def _build(work_rows, start_ns: int, end_ns: int, custom_config: str):
             builder.executable(w)
         else:
             builder.copy(w, WORK_KINDS[w.kind])
-    result = builder.result(config)
-    last_trace = LastTrace(config, builder.captured_spans(config) if "DEVICE" in config.modes else [],
-                           [a for a in result[2] if a[0] == RUNTIME], start_ns, end_ns, builder.host)
+    spans = builder.captured_spans(config) if "DEVICE" in config.modes else []
+    result = builder.result(config, spans)
+    last_trace = LastTrace(config, spans, [a for a in result[2] if a[0] == RUNTIME], start_ns, end_ns, builder.host)
     return result
 
 
