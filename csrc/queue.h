@@ -1,7 +1,5 @@
 // The device queues: asynchronous execution. Each (NeuronCore, stream) has a FIFO of work drained by
-// its own worker thread; the thread that issues an op enqueues it and continues. Work holds
-// references to every tensor it uses, so a tensor freed while queued work still uses its storage
-// goes back to the allocator only when that work is done (stream-ordered frees). An error inside
+// its own worker thread; the thread that issues an op enqueues it and continues. An error inside
 // queued work is kept and raised at the device's next synchronisation point, naming the op, its
 // input signature and the Python line that enqueued it.
 //
@@ -12,7 +10,8 @@
 // is ordered after every stamp (the same stream, or a stream whose stamped work has passed). So peak
 // memory is what it would be with ops run when issued, and a block another stream still reads waits.
 //
-// NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything when it is issued, as a debugger wants.
+// Queued is the default, as on TorchNeuron; NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything
+// when it is issued, as a debugger wants.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -97,7 +96,7 @@ void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);
 
 // Work touching at most this many bytes (inputs and outputs) runs on the issuing thread when its
 // stream has nothing queued or held back: handing it to the worker costs more than running it (a
-// wake-up, two thread switches, the worker's freeing of its tensors under the GIL), and with nothing
+// wake-up and two thread switches), and with nothing
 // ahead of it running it now keeps stream order. Larger work goes to the worker, where overlap with
 // Python pays. Measured with benchmarks/eager_overhead.py.
 constexpr int64_t kRunInPlaceMaxBytes = 256 * 1024;
