@@ -2,10 +2,12 @@
 # Set up, then run the whole test suite twice (exits non-zero when a test fails): first in the default
 # mode, asynchronous execution (ops queue per NeuronCore and stream, as on TorchNeuron), then with
 # NEURON_LAUNCH_BLOCKING=1 (every op runs when it is issued), the debugging mode users switch to, which
-# must behave the same. The blocking pass is the whole suite too: it costs about 11 minutes on an idle
-# 2-core runner, within the 12 minutes a second pass may take (measured with --durations; no file is slow
-# enough that leaving it out would matter). Files whose behaviour depends on the mode (test_async_execution,
-# test_adaptive_eager: they skip what does not apply, and compare both modes in subprocesses) thus run
+# must behave the same. The blocking pass is the whole suite too: alone on 2 cores the suite takes about
+# 11 minutes (the blocking pass CI ran before this change), within the 12 minutes a second pass may
+# take; its slowest tests (--durations: multi-rank profiler and distributed runs, compiled-graph tests,
+# 30-60 s each) test behaviour in both modes, so no tier is worth leaving out. Files whose behaviour
+# depends on the mode (test_async_execution, test_adaptive_eager: they skip what does not apply, and
+# compare both modes in subprocesses) thus run
 # both ways. The passes run one after the other: two at once on 2 cores are no faster and make
 # timing-bounded multi-process tests flaky. Arguments go to both passes; without arguments, the
 # integration extras that need their own environment run after them.
