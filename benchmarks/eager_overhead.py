@@ -8,7 +8,10 @@ runs when issued). --run-in-place-max-bytes N tries another threshold for the de
 Run by hand: `python benchmarks/eager_overhead.py` (`--only tiny` for the per-op table alone, e.g. to
 compare two builds). The variants run round robin in one process, the launch mode switched between
 runs, and each figure is the best of its repeats, so a busy machine disturbs every variant alike.
-Every neuron timing ends with torch.neuron.synchronize(): queued work is inside the time.
+Every neuron timing ends with torch.neuron.synchronize(): queued work is inside the time. Next to wall
+time, the workloads' processor time (time.process_time: every thread of the process, the queue's
+worker included) is given: on a shared machine it moves less than wall time, and it shows what overlap
+costs in total work.
 """
 import argparse
 import math
@@ -104,13 +107,14 @@ def llama_workloads() -> dict:
     return {name: (make, name in with_no_grad) for name, make in workloads.items()}
 
 
-def timed(fn, number: int, no_grad: bool) -> float:
+def timed(fn, number: int, no_grad: bool) -> tuple:
+    """(wall seconds, processor seconds) per call."""
     with torch.set_grad_enabled(not no_grad):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for _ in range(number):
             fn()
         torch.neuron.synchronize()
-        return (time.perf_counter() - start) / number
+        return (time.perf_counter() - start) / number, (time.process_time() - start_cpu) / number
 
 
 def switch_to(variant: str, run_in_place_max_bytes: int) -> None:
@@ -118,8 +122,8 @@ def switch_to(variant: str, run_in_place_max_bytes: int) -> None:
     _C.set_run_in_place_max_bytes(0 if variant == "neuron-queued" else run_in_place_max_bytes)
 
 
-def run(workloads: dict, number: int, repeat: int, run_in_place_max_bytes: int) -> dict:
-    """{(name, variant): best seconds}, measured round robin."""
+def run(workloads: dict, number: int, repeat: int, run_in_place_max_bytes: int) -> tuple:
+    """({(name, variant): best wall seconds}, {(name, variant): best processor seconds}), measured round robin."""
     built = {}
     for name, (make, no_grad) in workloads.items():
         for device in ("cpu", "neuron"):
@@ -129,14 +133,17 @@ def run(workloads: dict, number: int, repeat: int, run_in_place_max_bytes: int) 
                     fn()
             built[name, device] = fn
     best = {(name, v): math.inf for name in workloads for v in VARIANTS}
+    best_cpu = dict(best)
     for _ in range(repeat):
         for name, (_, no_grad) in workloads.items():
             for variant in VARIANTS:
                 switch_to(variant, run_in_place_max_bytes)
                 fn = built[name, "cpu" if variant == "cpu" else "neuron"]
-                best[name, variant] = min(best[name, variant], timed(fn, number, no_grad))
+                wall, processor = timed(fn, number, no_grad)
+                best[name, variant] = min(best[name, variant], wall)
+                best_cpu[name, variant] = min(best_cpu[name, variant], processor)
     switch_to("neuron", -1)
-    return best
+    return best, best_cpu
 
 
 def main() -> None:
@@ -152,7 +159,7 @@ def main() -> None:
     torch.set_num_threads(1)  # the machine is shared; one thread keeps the ratios stable
     if args.only != "models":
         tiny = {name: (make, True) for name, make in tiny_ops().items()}
-        best = run(tiny, args.tiny_number, args.repeat, args.run_in_place_max_bytes)
+        best, _ = run(tiny, args.tiny_number, args.repeat, args.run_in_place_max_bytes)
         print("Per-op time on tiny tensors, best of repeats, microseconds (overhead over cpu)")
         print(f"{'op':<10} {'cpu':>8} " + " ".join(f"{v.removeprefix('neuron-'):>17}" for v in VARIANTS[1:]))
         for name in tiny:
@@ -163,21 +170,22 @@ def main() -> None:
     models = {name: (make, False) for name, make in small_models().items()}
     if not args.no_llama:
         models.update(llama_workloads())
-    best = run(models, args.number, args.repeat, args.run_in_place_max_bytes)
-    print("\nWorkloads, best of repeats: milliseconds, and ratio over cpu")
-    print(f"{'workload':<16} {'cpu ms':>8} " + " ".join(f"{v.removeprefix('neuron-'):>9}" for v in VARIANTS[1:])
-          + "   ratios " + " / ".join(v.removeprefix("neuron-") for v in VARIANTS[1:]))
-    ratios = {v: {} for v in VARIANTS[1:]}
-    for name in models:
-        cpu = best[name, "cpu"]
-        for v in ratios:
-            ratios[v][name] = best[name, v] / cpu
-        print(f"{name:<16} {cpu * 1e3:8.2f} " + " ".join(f"{best[name, v] * 1e3:9.2f}" for v in ratios)
-              + "   " + " / ".join(f"{r[name]:5.2f}" for r in ratios.values()))
-    for v, by_name in ratios.items():
-        llama = [r for name, r in by_name.items() if name.startswith("llama")]
-        if llama:
-            print(f"llama geomean {v}: {math.exp(sum(map(math.log, llama)) / len(llama)):.2f}")
+    best, best_cpu = run(models, args.number, args.repeat, args.run_in_place_max_bytes)
+    for title, table in (("wall time", best), ("processor time", best_cpu)):
+        print(f"\nWorkloads, {title}, best of repeats: milliseconds, and ratio over cpu")
+        print(f"{'workload':<16} {'cpu ms':>8} " + " ".join(f"{v.removeprefix('neuron-'):>9}" for v in VARIANTS[1:])
+              + "   ratios " + " / ".join(v.removeprefix("neuron-") for v in VARIANTS[1:]))
+        ratios = {v: {} for v in VARIANTS[1:]}
+        for name in models:
+            cpu = table[name, "cpu"]
+            for v in ratios:
+                ratios[v][name] = table[name, v] / cpu
+            print(f"{name:<16} {cpu * 1e3:8.2f} " + " ".join(f"{table[name, v] * 1e3:9.2f}" for v in ratios)
+                  + "   " + " / ".join(f"{r[name]:5.2f}" for r in ratios.values()))
+        for v, by_name in ratios.items():
+            llama = [r for name, r in by_name.items() if name.startswith("llama")]
+            if llama:
+                print(f"llama geomean {v}: {math.exp(sum(map(math.log, llama)) / len(llama)):.2f}")
 
 
 if __name__ == "__main__":

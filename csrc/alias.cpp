@@ -7,6 +7,11 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
 namespace localneuron {
 namespace {
 
@@ -19,12 +24,24 @@ struct AdoptedBytes {
   int64_t bytes;
   c10::DeviceIndex device;
   void* address;
+  StreamUses uses;
 };
+
+// Freed in Python (and counted as freed) while queued work still reads or writes them.
+std::mutex g_waiting_mu;
+std::vector<AdoptedBytes*> g_waiting;
+std::atomic<bool> g_any_waiting{false};
 
 void release_adopted_bytes(void* ctx) {
   auto* a = static_cast<AdoptedBytes*>(ctx);
   release_adopted(a->device, a->bytes, a->address);
-  delete a;
+  if (a->uses.passed()) {
+    delete a;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_waiting_mu);
+  g_waiting.push_back(a);
+  g_any_waiting.store(true, std::memory_order_release);
 }
 
 // conj() and neg views are lazy: a bit on the tensor, not a change of the bytes.
@@ -49,6 +66,24 @@ void check_storage_covers(const at::Tensor& t, size_t nbytes) {
 
 }  // namespace
 
+StreamUses* adopted_stream_uses(const c10::DataPtr& ptr) {
+  if (ptr.get_deleter() != &release_adopted_bytes) return nullptr;
+  return &static_cast<AdoptedBytes*>(ptr.get_context())->uses;
+}
+
+void release_passed_adopted_bytes() {
+  if (!g_any_waiting.load(std::memory_order_acquire)) return;
+  std::vector<AdoptedBytes*> passed;
+  {
+    std::lock_guard<std::mutex> lock(g_waiting_mu);
+    auto waiting = std::partition(g_waiting.begin(), g_waiting.end(), [](AdoptedBytes* a) { return !a->uses.passed(); });
+    passed.assign(waiting, g_waiting.end());
+    g_waiting.erase(waiting, g_waiting.end());
+    g_any_waiting.store(!g_waiting.empty(), std::memory_order_release);
+  }
+  for (AdoptedBytes* a : passed) delete a;  // outside the lock: a shared host storage may free more
+}
+
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined() || !t.is_privateuseone()) return t;
   // An efficient zero tensor has no bytes at all: host kernels get real zeros, as ZeroTensor's fallback gives.
@@ -67,6 +102,7 @@ at::Tensor cpu_alias(const at::Tensor& t) {
 
 at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {
   if (!host.defined() || !host.is_cpu()) return host;
+  release_passed_adopted_bytes();
   c10::StorageImpl* hs = host.storage().unsafeGetStorageImpl();
   const size_t nbytes = hs->nbytes();
   c10::DataPtr data;

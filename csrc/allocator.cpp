@@ -1,4 +1,5 @@
 #include "allocator.h"
+#include "alias.h"
 #include "memory_history.h"
 
 #include "device_state.h"
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -27,17 +29,26 @@ constexpr size_t kMaxRequest = static_cast<size_t>(kMaxCapacity);
 constexpr size_t kAgg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
 struct BlockHeader {
-  size_t rounded;
+  size_t rounded;  // the block's size (reserved)
+  size_t counted;  // the request it serves now, as allocated bytes count it
   c10::DeviceIndex device;
+  StreamUses uses;
 };
+static_assert(sizeof(BlockHeader) <= kHeader, "the block header must fit before the payload");
+
+size_t round_512(size_t n) { return (n + 511) & ~size_t(511); }
 
 // Size classes of TorchNeuron's caching allocator: small requests in 512-byte steps, mid-size
 // requests in 2 MiB segments, large requests unrounded (beyond 512-byte alignment).
 // Requires n <= kMaxRequest.
 size_t round_size(size_t n) {
-  if (n < kSmallLimit || n >= kRoundedLimit) return (n + 511) & ~size_t(511);
+  if (n < kSmallLimit || n >= kRoundedLimit) return round_512(n);
   return (n + kSegment - 1) / kSegment * kSegment;
 }
+
+// Allocated bytes count the request in 512-byte steps, as a caching allocator that splits its
+// segments counts a block; the rest of a mid-size segment is reserved, not allocated.
+size_t counted_size(size_t n) { return n > kMaxRequest ? n : round_512(n); }
 
 struct DeviceMemory {
   std::mutex mu;
@@ -65,17 +76,24 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+// Returns the cached blocks to the host, except those queued work may still use (callers drain the
+// device's queues first; a worker, which cannot, keeps them).
 void release_cache_locked(DeviceMemory& m) {
   for (auto& [size, blocks] : m.cached) {
+    std::vector<BlockHeader*> in_use;
     for (BlockHeader* b : blocks) {
+      if (!b->uses.passed()) {
+        in_use.push_back(b);
+        continue;
+      }
       if (memory_history_on()) note_segment_free(b->device, reinterpret_cast<char*>(b) + kHeader, size);
       c10::free_cpu(b);
       m.c.reserved_current -= static_cast<int64_t>(size);
       m.c.reserved_freed_total += static_cast<int64_t>(size);
+      m.cached_bytes -= static_cast<int64_t>(size);
     }
+    blocks = std::move(in_use);
   }
-  m.cached.clear();
-  m.cached_bytes = 0;
 }
 
 enum class Room { Free, AfterFlush, None };
@@ -152,22 +170,29 @@ void free_block(void* ctx) {
   int64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    count_free_locked(m, static_cast<int64_t>(b->rounded));
+    count_free_locked(m, static_cast<int64_t>(b->counted));
     m.cached[b->rounded].push_back(b);
     m.cached_bytes += static_cast<int64_t>(b->rounded);
     allocated = m.c.allocated_current;
     reserved = m.c.reserved_current;
   }
-  report_to_profiler(ptr, -static_cast<int64_t>(b->rounded), allocated, reserved, b->device);
+  report_to_profiler(ptr, -static_cast<int64_t>(b->counted), allocated, reserved, b->device);
 }
 
-BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded) {
+// The most recently freed block of the size that this thread may use now (stream order), if any.
+BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded, c10::DeviceIndex device) {
   auto it = m.cached.find(rounded);
-  if (it == m.cached.end() || it->second.empty()) return nullptr;
-  BlockHeader* block = it->second.back();
-  it->second.pop_back();
-  m.cached_bytes -= static_cast<int64_t>(rounded);
-  return block;
+  if (it == m.cached.end()) return nullptr;
+  std::vector<BlockHeader*>& blocks = it->second;
+  for (size_t i = blocks.size(); i-- > 0;) {
+    BlockHeader* block = blocks[i];
+    if (!block->uses.reusable_now(device)) continue;
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    m.cached_bytes -= static_cast<int64_t>(rounded);
+    block->uses.clear();
+    return block;
+  }
+  return nullptr;
 }
 
 // The host memory is obtained before any counter moves (and before the cache is flushed to make
@@ -178,6 +203,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   if (n == 0) return c10::DataPtr(nullptr, device);
   check_not_forked_child();
   mark_runtime_initialized();
+  release_passed_adopted_bytes();
   const size_t rounded = n > kMaxRequest ? n : round_size(n);
   DeviceMemory& m = g_memory[index];
   BlockHeader* block = nullptr;
@@ -185,13 +211,14 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
   int64_t allocated, reserved;
   {
     std::unique_lock<std::mutex> lock(m.mu);
-    // Tensors Python has freed return when the queued work that still uses them is done (stream-ordered
-    // frees): a request that does not fit waits for the device's queue once before it fails.
+    // A freed block is reused at once on its stream; blocks other streams' queued work still uses, and
+    // the cache's return to the host, wait for the queues: a request that does not fit as things stand
+    // waits for the device's queues once before it flushes the cache or fails.
     for (bool drained = runs_inline();; drained = true) {
-      block = take_cached_locked(m, rounded);
+      block = take_cached_locked(m, rounded, index);
       if (block != nullptr) break;
       const Room room = room_for_locked(m, rounded);
-      if (room == Room::None && !drained) {
+      if (room != Room::Free && !drained) {
         lock.unlock();
         drain_device(index);
         lock.lock();
@@ -200,22 +227,21 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
       if (room == Room::None) raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/false);
       new_segment = true;
       try {
-        block = static_cast<BlockHeader*>(c10::alloc_cpu(rounded + kHeader));
+        block = new (c10::alloc_cpu(rounded + kHeader)) BlockHeader{rounded, 0, index, {}};
       } catch (const c10::Error&) {
         raise_out_of_memory_locked(m, index, n, rounded, /*host_failed=*/true);
       }
-      block->rounded = rounded;
-      block->device = index;
       commit_reservation_locked(m, room, static_cast<int64_t>(rounded));
       break;
     }
-    count_alloc_locked(m, static_cast<int64_t>(rounded));
+    block->counted = counted_size(n);
+    count_alloc_locked(m, static_cast<int64_t>(block->counted));
     allocated = m.c.allocated_current;
     reserved = m.c.reserved_current;
   }
   // Outside the device lock: recording takes the GIL for the Python stack.
   if (memory_history_on()) note_alloc(index, reinterpret_cast<char*>(block) + kHeader, rounded, n, new_segment);
-  report_to_profiler(reinterpret_cast<char*>(block) + kHeader, static_cast<int64_t>(rounded), allocated, reserved,
+  report_to_profiler(reinterpret_cast<char*>(block) + kHeader, static_cast<int64_t>(block->counted), allocated, reserved,
                      index);
   return {reinterpret_cast<char*>(block) + kHeader, block, &free_block, device};
 }
@@ -230,7 +256,7 @@ struct NeuronAllocator final : c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t) override {
     for (c10::DeviceIndex d = 0; d < device_count(); d++) localneuron::empty_cache(d);
   }
-  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record_stream_use(ptr, stream); }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     drain_device(device);
     const MemoryCounters c = memory_counters(device);
@@ -267,7 +293,73 @@ struct AliasAllocator final : c10::Allocator {
 NeuronAllocator g_allocator;
 AliasAllocator g_alias_allocator;
 
+// The stamps of the device bytes behind `ptr`, or nullptr for bytes that are not the device's.
+StreamUses* stream_uses_of(const c10::DataPtr& ptr) {
+  if (ptr.get_deleter() == &free_block) return &static_cast<BlockHeader*>(ptr.get_context())->uses;
+  return adopted_stream_uses(ptr);
+}
+
 }  // namespace
+
+struct StreamUses::Lock {
+  std::atomic<bool>& busy;
+  explicit Lock(std::atomic<bool>& b) : busy(b) {
+    while (busy.exchange(true, std::memory_order_acquire)) {
+    }
+  }
+  ~Lock() { busy.store(false, std::memory_order_release); }
+};
+
+void StreamUses::note(const StreamPosition& position) {
+  if (position.queue == nullptr) return;
+  const Lock lock(busy_);
+  int free_slot = -1;
+  for (int i = 0; i < kSlots; i++) {
+    if (at_[i].queue == position.queue) {
+      at_[i].seq = std::max(at_[i].seq, position.seq);
+      return;
+    }
+    if (free_slot < 0 && (at_[i].queue == nullptr || position_passed(at_[i]))) free_slot = i;
+  }
+  if (free_slot >= 0) {
+    at_[free_slot] = position;
+  } else {
+    overflow_ = true;
+  }
+}
+
+bool StreamUses::reusable_now(c10::DeviceIndex device) const {
+  const Lock lock(busy_);
+  for (const StreamPosition& p : at_) {
+    if (p.queue != nullptr && !localneuron::reusable_now(p, device)) return false;
+  }
+  return !overflow_ || queues_idle();
+}
+
+bool StreamUses::passed() const {
+  const Lock lock(busy_);
+  for (const StreamPosition& p : at_) {
+    if (p.queue != nullptr && !position_passed(p)) return false;
+  }
+  return !overflow_ || queues_idle();
+}
+
+void StreamUses::clear() {
+  const Lock lock(busy_);
+  for (StreamPosition& p : at_) p = StreamPosition{};
+  overflow_ = false;
+}
+
+void note_stream_use(const std::vector<WeakStorage>& storages, const StreamPosition& position) {
+  for (const WeakStorage& weak : storages) {
+    // Alive: the thread queuing the work holds the tensors it passed.
+    if (StreamUses* uses = stream_uses_of(weak._unsafe_get_target()->data_ptr())) uses->note(position);
+  }
+}
+
+void record_stream_use(const c10::DataPtr& ptr, const c10::Stream& stream) {
+  if (StreamUses* uses = stream_uses_of(ptr)) uses->note(stream_tail(stream));
+}
 
 REGISTER_ALLOCATOR(kNeuron, &g_allocator);
 
@@ -275,35 +367,42 @@ c10::DeviceAllocator* device_allocator() { return &g_allocator; }
 c10::Allocator* alias_allocator() { return &g_alias_allocator; }
 bool is_device_block(const c10::DataPtr& ptr) { return ptr.get_deleter() == &free_block; }
 
+// Adopted bytes are counted as blocks count their requests, so that the allocated bytes of a program
+// do not depend on whether its results came from the cache (queued ops) or from host kernels (ops run
+// when issued).
+int64_t adopted_size(int64_t bytes) { return static_cast<int64_t>(counted_size(static_cast<size_t>(bytes))); }
+
 void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
   DeviceMemory& m = g_memory[device];
+  const int64_t counted = adopted_size(bytes);
   int64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    const Room room = room_for_locked(m, static_cast<size_t>(bytes));
+    const Room room = room_for_locked(m, static_cast<size_t>(counted));
     if (room == Room::None) {
-      raise_out_of_memory_locked(m, device, static_cast<size_t>(bytes), static_cast<size_t>(bytes), false);
+      raise_out_of_memory_locked(m, device, static_cast<size_t>(bytes), static_cast<size_t>(counted), false);
     }
-    commit_reservation_locked(m, room, bytes);
-    count_alloc_locked(m, bytes);
+    commit_reservation_locked(m, room, counted);
+    count_alloc_locked(m, counted);
     allocated = m.c.allocated_current;
     reserved = m.c.reserved_current;
   }
-  report_to_profiler(address, bytes, allocated, reserved, device);
+  report_to_profiler(address, counted, allocated, reserved, device);
 }
 
 void release_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
   DeviceMemory& m = g_memory[device];
+  const int64_t counted = adopted_size(bytes);
   int64_t allocated, reserved;
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    count_free_locked(m, bytes);
-    m.c.reserved_current -= bytes;
-    m.c.reserved_freed_total += bytes;
+    count_free_locked(m, counted);
+    m.c.reserved_current -= counted;
+    m.c.reserved_freed_total += counted;
     allocated = m.c.allocated_current;
     reserved = m.c.reserved_current;
   }
-  report_to_profiler(address, -bytes, allocated, reserved, device);
+  report_to_profiler(address, -counted, allocated, reserved, device);
 }
 
 MemoryCounters memory_counters(c10::DeviceIndex device) {
@@ -330,6 +429,8 @@ void reset_accumulated(c10::DeviceIndex device) {
 
 void empty_cache(c10::DeviceIndex device) {
   DeviceMemory& m = g_memory[checked_index(device)];
+  drain_device(device);  // queued work may still use cached blocks
+  release_passed_adopted_bytes();
   std::lock_guard<std::mutex> lock(m.mu);
   release_cache_locked(m);
 }

@@ -2,9 +2,38 @@
 // target enforced and the caching-allocator statistics TorchNeuron reports.
 #pragma once
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include "queue.h"
+
+#include <atomic>
 #include <cstdint>
+#include <vector>
 
 namespace localneuron {
+
+// Where queued work last used a block of device memory, per stream (queue.h: stream-ordered memory).
+// Written when work is queued, read when the block is freed and handed out again.
+class StreamUses {
+ public:
+  void note(const StreamPosition& position);
+  // Whether an allocation made now by this thread on the current stream of `device` may take the block.
+  bool reusable_now(c10::DeviceIndex device) const;
+  // Whether every work stamped here has run (the bytes may go back to the host).
+  bool passed() const;
+  void clear();
+
+ private:
+  static constexpr int kSlots = 2;  // the block header has room for two
+  struct Lock;
+  StreamPosition at_[kSlots];
+  bool overflow_ = false;  // more streams than slots used the block: it waits for every queue of the device
+  mutable std::atomic<bool> busy_{false};
+};
+
+// Stamps the device blocks of `storages` as used by the work queued at `position`.
+void note_stream_use(const std::vector<WeakStorage>& storages, const StreamPosition& position);
+// Tensor.record_stream: the bytes behind `ptr` are in use by everything queued on `stream` so far.
+void record_stream_use(const c10::DataPtr& ptr, const c10::Stream& stream);
 
 c10::DeviceAllocator* device_allocator();
 // Allocator for the CPU aliases of device tensors: when a host kernel resizes an alias (out=

@@ -44,16 +44,16 @@ Executable* cached_device_executable(const c10::OperatorHandle& op, const at::Te
 }
 
 // A queued add/sub/mul/div: the host kernel's out= overload writes into the output allocated at
-// enqueue. Host aliases are taken at enqueue (see QueuedExecutable); the storages are held until done.
+// enqueue. Host aliases are taken at enqueue (see QueuedExecutable); the storages are held weakly.
 struct QueuedBinaryOp final : QueuedWork {
   const FastOp& fast;
   at::Tensor a, b, out;  // host aliases
   std::optional<at::Scalar> alpha;
-  c10::Storage storages[3];
   QueuedBinaryOp(const FastOp& f, const at::Tensor& x, const at::Tensor& y, const at::Tensor& o,
                  std::optional<at::Scalar> s)
-      : fast(f), a(cpu_alias(x)), b(cpu_alias(y)), out(cpu_alias(o)), alpha(std::move(s)),
-        storages{x.storage(), y.storage(), o.storage()} {}
+      : fast(f), a(cpu_alias(x)), b(cpu_alias(y)), out(cpu_alias(o)), alpha(std::move(s)) {
+    for (const at::Tensor* t : {&x, &y, &o}) hold(t->storage());
+  }
   void run() override {
     const auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
     if (alpha) fast.out->typed<AlphaOutSignature>().redispatch(cpu, a, b, *alpha, out);
@@ -74,8 +74,7 @@ struct QueuedBinaryOp final : QueuedWork {
     call.arguments = {a, b};
     if (alpha) call.arguments.emplace_back(*alpha);
     call.outputs = {out};
-    for (const c10::Storage& s : storages) call.held.push_back(s.unsafeGetStorageImpl());
-    call.output_storages = {call.held.back()};
+    call.output_storages = {held.back()._unsafe_get_target()};
     return call;
   }
 };

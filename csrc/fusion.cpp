@@ -126,10 +126,6 @@ const Produced* find_produced(const std::vector<Produced>& produced, const at::T
 SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
   SegmentPlan plan;
   std::vector<Produced> produced;
-  std::unordered_map<const c10::StorageImpl*, long> held_here;
-  for (size_t i = begin; i < end; i++) {
-    for (const c10::StorageImpl* s : calls[i].held) held_here[s]++;
-  }
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
     h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
@@ -162,10 +158,11 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, si
     }
     for (size_t j = 0; j < calls[i].outputs.size(); j++) {
       produced.push_back({&calls[i].outputs[j], i - begin, j});
-      // Nobody but this segment refers to an intermediate result any more: the fused code need not write it.
+      // Nobody refers to an intermediate result any more (queued work holds it weakly): the fused code
+      // need not write it.
       const c10::StorageImpl* s = calls[i].output_storages[j];
       const bool live = !g_skip_intermediate.load(std::memory_order_relaxed) || i + 1 == end ||
-                        c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)) > held_here[s];
+                        c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)) > 0;
       h = mix(h, live ? 0x1f : 0x0f);
       if (live) {
         plan.live.emplace_back(i - begin, j);

@@ -89,9 +89,10 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
 
 struct QueuedCopy final : QueuedWork {
   at::Tensor dst, src;  // host aliases, taken when the copy is issued
-  c10::Storage storages[2];
-  QueuedCopy(const at::Tensor& d, const at::Tensor& s)
-      : dst(cpu_alias(d)), src(cpu_alias(s)), storages{d.storage(), s.storage()} {}
+  QueuedCopy(const at::Tensor& d, const at::Tensor& s) : dst(cpu_alias(d)), src(cpu_alias(s)) {
+    hold(d.storage());
+    hold(s.storage());
+  }
   void run() override { dst.copy_(src); }
   std::string describe() const override {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
@@ -180,7 +181,9 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 }
 
 // Queued work holds every tensor it uses until it is done, so no block is reused while a stream uses it.
-void record_stream(at::Tensor&, c10::Stream) {}
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  record_stream_use(self.storage().data_ptr(), stream);
+}
 
 void refuse_layout(const char* feature, const char* advice, const c10::OperatorHandle& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on the neuron device (", op.schema().name(),

@@ -1,5 +1,6 @@
 #include "queue.h"
 
+#include "allocator.h"
 #include "device_state.h"
 #include "fusion.h"
 
@@ -23,8 +24,7 @@ namespace py = pybind11;
 namespace localneuron {
 namespace {
 
-// Python may run this far ahead of a worker; beyond it the issuing thread waits. Queued work keeps
-// its tensors alive, so the bound is also a bound on memory that Python freed but work still uses.
+// Python may run this far ahead of a worker; beyond it the issuing thread waits.
 constexpr uint64_t kMaxQueued = 128;
 
 std::atomic<bool> g_blocking{false};
@@ -98,7 +98,9 @@ struct StreamQueue {
   std::condition_variable has_work, progressed;
   std::deque<std::unique_ptr<QueuedWork>> items;
   std::unique_ptr<FusedRun> pending;  // Adaptive Eager: fusible work held back to run fused; guarded by mu
-  uint64_t enqueued = 0, completed = 0;  // guarded by mu
+  uint64_t enqueued = 0, completed = 0;  // items appended and run; guarded by mu
+  uint64_t issued = 0;                   // work pushed (a fused run's ops one by one); guarded by mu
+  std::atomic<uint64_t> passed{0};       // the seq of the last work that has run
   bool worker_waiting = false, stopping = false;
   std::atomic<bool> idle{true};
   std::thread worker;
@@ -111,11 +113,14 @@ struct StreamQueue {
     work->issuer = IssuerState::capture();
     std::unique_lock<std::mutex> lock(mu);
     if (pending && !(pending->issuer == work->issuer)) hand_over_pending(lock);  // one state per run
+    work->seq = ++issued;
+    note_stream_use(work->held, StreamPosition{this, work->seq});
     if (joins_run(*work)) {
       if (!pending) {
         pending = std::make_unique<FusedRun>();
         pending->issuer = work->issuer;
       }
+      pending->seq = work->seq;
       pending->add(std::move(work));
       idle.store(false, std::memory_order_relaxed);
       if (!pending->full()) return;
@@ -138,8 +143,15 @@ struct StreamQueue {
     }
     lock.unlock();
     run_here(device, *run);
+    pass(run->seq);
     lock.lock();
     if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
+  }
+
+  void pass(uint64_t seq) {
+    uint64_t seen = passed.load(std::memory_order_relaxed);
+    while (seen < seq && !passed.compare_exchange_weak(seen, seq, std::memory_order_release)) {
+    }
   }
 
   void append(std::unique_lock<std::mutex>& lock, std::unique_ptr<QueuedWork> work) {
@@ -199,7 +211,8 @@ struct StreamQueue {
         keep_error(*work, e);
       }
       if (work->launch.on) record_launch(work->launch);
-      work.reset();  // drops the tensors it held: their storage may be reused from here on
+      pass(work->seq);  // blocks it used may go to other streams and back to the host from here on
+      work.reset();
       std::lock_guard<std::mutex> lock(mu);
       completed++;
       if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
@@ -323,6 +336,30 @@ SourceLine capture_source_line() {
   }
   PyGILState_Release(state);
   return found;
+}
+
+bool position_passed(const StreamPosition& position) {
+  const auto* q = static_cast<const StreamQueue*>(position.queue);
+  return q == nullptr || q->passed.load(std::memory_order_acquire) >= position.seq;
+}
+
+bool reusable_now(const StreamPosition& position, c10::DeviceIndex device) {
+  if (position_passed(position)) return true;
+  return !t_is_worker && position.queue == find_queue(device, current_stream_id(), false);
+}
+
+StreamPosition stream_tail(const c10::Stream& stream) {
+  StreamQueue* q = runs_inline() ? nullptr : find_queue(stream.device_index(), stream.id(), false);
+  if (q == nullptr) return {};
+  std::lock_guard<std::mutex> lock(q->mu);
+  return {q, q->issued};
+}
+
+bool queues_idle() {
+  for (StreamQueue* q : queues_of(std::nullopt)) {
+    if (!q->idle.load(std::memory_order_acquire)) return false;
+  }
+  return true;
 }
 
 void set_launch_blocking(bool blocking) { g_blocking = blocking; }
@@ -450,25 +487,22 @@ void complete(QueueEvent& e, uint64_t seq) {
   e.reached.notify_all();
 }
 
-struct EventMarker final : QueuedWork {
-  std::shared_ptr<QueueEvent> event;
-  uint64_t seq;
-  EventMarker(std::shared_ptr<QueueEvent> e, uint64_t s) : event(std::move(e)), seq(s) {}
-  void run() override { complete(*event, seq); }
-  std::string describe() const override { return "event record"; }
-};
-
 void wait_for(QueueEvent& e, uint64_t seq) {
   std::unique_lock<std::mutex> lock(e.mu);
   wait_releasing_gil(lock, e.reached, [&] { return e.completed >= seq; });
 }
 
-struct EventWait final : QueuedWork {
+// A point of a stream's queue that completes the `record`-th record of an event, or waits for it.
+struct EventPoint final : QueuedWork {
+  enum Kind { Record, Wait } kind;
   std::shared_ptr<QueueEvent> event;
-  uint64_t seq;
-  EventWait(std::shared_ptr<QueueEvent> e, uint64_t s) : event(std::move(e)), seq(s) {}
-  void run() override { wait_for(*event, seq); }
-  std::string describe() const override { return "event wait"; }
+  uint64_t record;
+  EventPoint(Kind k, std::shared_ptr<QueueEvent> e, uint64_t r) : kind(k), event(std::move(e)), record(r) {}
+  void run() override {
+    if (kind == Record) complete(*event, record);
+    else wait_for(*event, record);
+  }
+  std::string describe() const override { return kind == Record ? "event record" : "event wait"; }
 };
 
 }  // namespace
@@ -483,7 +517,7 @@ void record_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& s
   if (q == nullptr || q->idle.load(std::memory_order_acquire)) {
     complete(*event, seq);
   } else {
-    q->push(std::make_unique<EventMarker>(event, seq));
+    q->push(std::make_unique<EventPoint>(EventPoint::Record, event, seq));
   }
 }
 
@@ -498,7 +532,7 @@ void block_stream_on_event(const std::shared_ptr<QueueEvent>& event, const c10::
     wait_for(*event, seq);
     return;
   }
-  find_queue(stream.device_index(), stream.id(), true)->push(std::make_unique<EventWait>(event, seq));
+  find_queue(stream.device_index(), stream.id(), true)->push(std::make_unique<EventPoint>(EventPoint::Wait, event, seq));
 }
 
 bool event_completed(const QueueEvent& event) {

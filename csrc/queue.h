@@ -1,11 +1,17 @@
 // The device queues: asynchronous execution. Each (NeuronCore, stream) has a FIFO of work drained by
-// its own worker thread; the thread that issues an op enqueues it and continues. Work holds
-// references to every tensor it uses, so a tensor freed while queued work still uses its storage
-// goes back to the allocator only when that work is done (stream-ordered frees). An error inside
+// its own worker thread; the thread that issues an op enqueues it and continues. An error inside
 // queued work is kept and raised at the device's next synchronisation point, naming the op, its
 // input signature and the Python line that enqueued it.
 //
-// NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything when it is issued, as a debugger wants.
+// Memory is stream-ordered, as with a caching allocator on a device: queued work holds no device
+// storage alive (only weak references, see QueuedWork::held). When it is queued, the blocks it uses are
+// stamped with its position in the stream (note_stream_use); a block freed in Python returns to the
+// allocator at once, and the allocator hands it to the next allocation on a stream whose later work
+// is ordered after every stamp (the same stream, or a stream whose stamped work has passed). So peak
+// memory is what it would be with ops run when issued, and a block another stream still reads waits.
+//
+// Queued is the default, as on TorchNeuron; NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything
+// when it is issued, as a debugger wants.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -34,14 +40,21 @@ std::string source_text(const SourceLine& source);
 
 // What Adaptive Eager (fusion.h) needs of a queued op: the op, its host arguments (aliases of device
 // tensors and plain values), the host aliases of the new tensors it fills, and the device storages
-// the work holds (to tell which outputs nobody else refers to any more).
+// the work's outputs (their strong count tells whether anybody still refers to them).
 struct FusibleCall {
   const c10::OperatorHandle* op = nullptr;
   std::vector<c10::IValue> arguments;
   std::vector<at::Tensor> outputs;
-  std::vector<const c10::StorageImpl*> output_storages;  // one per output
-  std::vector<const c10::StorageImpl*> held;             // every storage the work keeps alive
+  std::vector<const c10::StorageImpl*> output_storages;  // one per output, kept valid by the work's `held`
 };
+
+// A point in a stream's queue: the work queued there as the `seq`-th item of the queue `queue`.
+struct StreamPosition {
+  const void* queue = nullptr;  // nullptr: no queued work
+  uint64_t seq = 0;
+};
+
+using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
 
 struct QueuedWork {
   virtual ~QueuedWork() = default;
@@ -51,10 +64,27 @@ struct QueuedWork {
   // Adaptive Eager: whether this work may join a fused run, and its call when it does.
   virtual bool fusible() const { return false; }
   virtual FusibleCall fusible_call() const { return {}; }
+  // Weak references to every device storage the work reads or writes: they do not keep the bytes
+  // alive (a tensor freed in Python returns to the allocator at once), only the storage objects, so that
+  // the work's blocks can be stamped when it is queued and fusion can tell dead outputs.
+  void hold(const c10::Storage& storage) { held.emplace_back(storage.getWeakStorageImpl()); }
+  std::vector<WeakStorage> held;
   SourceLine source;
   Launch launch;        // recorded for the trace once the work has run
   IssuerState issuer;   // taken when the work is queued; the worker runs it under this state
+  uint64_t seq = 0;     // its position in its stream's queue (a fused run: its last op's)
 };
+
+// Whether a block used at `position` may be handed to an allocation made now by this thread on the
+// current stream of `device`: its work has run, or it is on that stream and this thread issues work
+// ordered after it (not a worker, which runs earlier work of the stream).
+bool reusable_now(const StreamPosition& position, c10::DeviceIndex device);
+// Whether the work at `position` has run.
+bool position_passed(const StreamPosition& position);
+// The position of the last work queued on `stream` (record_stream: the block is in use up to there).
+StreamPosition stream_tail(const c10::Stream& stream);
+// Whether no stream of any device has work queued or held back.
+bool queues_idle();
 
 void set_launch_blocking(bool blocking);
 // True when ops must run when issued: NEURON_LAUNCH_BLOCKING=1, a worker thread, a forked child,
@@ -66,7 +96,7 @@ void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);
 
 // Work touching at most this many bytes (inputs and outputs) runs on the issuing thread when its
 // stream has nothing queued or held back: handing it to the worker costs more than running it (a
-// wake-up, two thread switches, the worker's freeing of its tensors under the GIL), and with nothing
+// wake-up and two thread switches), and with nothing
 // ahead of it running it now keeps stream order. Larger work goes to the worker, where overlap with
 // Python pays. Measured with benchmarks/eager_overhead.py.
 constexpr int64_t kRunInPlaceMaxBytes = 256 * 1024;

@@ -121,7 +121,7 @@ std::string describe_value(const c10::IValue& v) {
 
 // The arguments are taken as host aliases when the op is enqueued, so what runs is what Python saw then,
 // even if a tensor's storage is swapped before the worker gets to it (`param.data = ...`); the device
-// storages are held until the work is done.
+// storages are held weakly (queue.h: stream-ordered memory).
 struct QueuedExecutable final : QueuedWork {
   c10::OperatorHandle op;
   const Executable& exe;
@@ -129,7 +129,6 @@ struct QueuedExecutable final : QueuedWork {
   c10::DeviceIndex device;
   torch::jit::Stack host_arguments;
   std::vector<at::Tensor> host_outputs;  // one per TensorSpec, in order (undefined unless New)
-  std::vector<c10::Storage> storages;
 
   QueuedExecutable(c10::OperatorHandle o, const Executable& e, const OutputSpec& s, c10::DeviceIndex d)
       : op(std::move(o)), exe(e), spec(s), device(d) {}
@@ -178,8 +177,9 @@ struct QueuedExecutable final : QueuedWork {
     call.op = &op;
     call.arguments.assign(host_arguments.begin(), host_arguments.end());
     call.outputs = host_outputs;
-    for (const c10::Storage& s : storages) call.held.push_back(s.unsafeGetStorageImpl());
-    call.output_storages.assign(call.held.end() - host_outputs.size(), call.held.end());
+    for (auto s = held.end() - static_cast<std::ptrdiff_t>(host_outputs.size()); s != held.end(); ++s) {
+      call.output_storages.push_back(s->_unsafe_get_target());
+    }
     return call;
   }
 };
@@ -243,7 +243,7 @@ void push_results(const OutputSpec& spec, const std::vector<c10::IValue>& argume
     } else if (t.kind == TensorSpec::New) {
       result = allocate(t, device);
       host = cpu_alias(result);
-      if (work != nullptr) work->storages.push_back(result.storage());
+      if (work != nullptr) work->hold(result.storage());
     }
     if (work != nullptr) work->host_outputs.push_back(host);
     return result;
@@ -291,7 +291,7 @@ Enqueued enqueue_executable(const c10::OperatorHandle& op, torch::jit::Stack* st
   work->host_arguments.assign(std::make_move_iterator(stack->begin() + begin), std::make_move_iterator(stack->end()));
   stack->resize(begin);
   HostArguments host = to_host_arguments(&work->host_arguments, 0, exe);
-  for (const AliasedInput& in : host.inputs) work->storages.push_back(in.device_tensor.storage());
+  for (const AliasedInput& in : host.inputs) work->hold(in.device_tensor.storage());
   push_results(*spec, arguments, device, exe.route, stack, work.get());
   work->launch = trace.hand_off();
   run_or_enqueue(device, std::move(work), bytes);

@@ -148,11 +148,9 @@ VARIABLES = (
     Variable("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", flag, "0",
              "a native op that fails raises the documented error instead of retrying on the host"),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
-    # TorchNeuron's default is 0; here 1 until the queue reuses freed blocks on their own stream at once (see
-    # README, Limitations): with it, a run's peak memory overstates the device's
-    Variable("NEURON_LAUNCH_BLOCKING", choice("0", "1"), "1",
-             "1: every op runs when it is issued; 0: ops queue per NeuronCore and stream (TorchNeuron's default; "
-             "opt-in here)"),
+    Variable("NEURON_LAUNCH_BLOCKING", choice("0", "1"), "0",
+             "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
+             "runs when it is issued, so errors are raised at the op (for debugging)"),
     Variable("TORCH_NEURONX_ENABLE_CONCATENATION", flag, "0",
              "1: Adaptive Eager fuses runs of queued element-wise ops into one compiled executable"),
     Variable("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", integer(1, 1 << 16), "2",
