@@ -133,7 +133,9 @@ struct SegmentPlan {
   std::vector<const at::Tensor*> live_tensors;   // their host aliases
 };
 
-SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+// use_counts[first_use_count[i] + j]: the references output j of op i had when its run was sealed.
+SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vector<size_t>& use_counts,
+                         const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
   SegmentPlan plan;
   ProducedIndex produced;
   std::vector<const c10::StorageImpl*> held_here;  // sorted, to count how often the segment holds a storage
@@ -178,7 +180,7 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, si
       // Nobody but this segment refers to an intermediate result any more: the fused code need not write it.
       const c10::StorageImpl* s = calls[i].output_storages[j];
       const bool live = !g_skip_intermediate.load(std::memory_order_relaxed) || i + 1 == end ||
-                        c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)) > held_here_count(s);
+                        use_counts[first_use_count[i] + j] > held_here_count(s);
       h = mix(h, live ? 0x1f : 0x0f);
       if (live) {
         plan.live.emplace_back(i - begin, j);
@@ -397,12 +399,13 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
   }
 }
 
-void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+void FusedRun::run_segment(size_t begin, size_t end) {
+  const std::vector<FusibleCall>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
     return;
   }
-  const SegmentPlan plan = plan_segment(calls, begin, end);
+  const SegmentPlan plan = plan_segment(calls, use_counts_, first_use_count_, begin, end);
   py::object* executable = nullptr;
   const FusedKernels* kernels = nullptr;
   bool compile = false;
@@ -462,28 +465,40 @@ void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, 
   g_fused_ops += static_cast<int64_t>(end - begin);
 }
 
+void FusedRun::seal() {
+  if (calls_.size() == items_.size()) return;
+  calls_.reserve(items_.size());
+  first_use_count_.reserve(items_.size());
+  for (const auto& item : items_) {
+    calls_.push_back(item->fusible_call());
+    first_use_count_.push_back(use_counts_.size());
+    for (const c10::StorageImpl* s : calls_.back().output_storages) {
+      use_counts_.push_back(c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)));
+    }
+  }
+}
+
 void FusedRun::run() {
-  std::vector<FusibleCall> calls;
-  calls.reserve(items_.size());
-  for (const auto& item : items_) calls.push_back(item->fusible_call());
+  seal();
+  const std::vector<FusibleCall>& calls = calls_;
   size_t begin = 0;
   ProducedIndex produced;  // of the segment from `begin`
   for (size_t i = 0; i < calls.size(); i++) {
     if (!has_only_fusible_arguments(calls[i])) {
-      run_segment(calls, begin, i);
+      run_segment(begin, i);
       run_unfused(i, i + 1);
       begin = i + 1;
       produced.clear();
       continue;
     }
     if (i > begin && reaches_into_segment(produced, calls[i])) {
-      run_segment(calls, begin, i);
+      run_segment(begin, i);
       begin = i;
       produced.clear();
     }
     produced.add(calls[i], i - begin);
   }
-  if (begin < calls.size()) run_segment(calls, begin, calls.size());
+  if (begin < calls.size()) run_segment(begin, calls.size());
   if (first_error_) std::rethrow_exception(first_error_);
 }
 

@@ -33,13 +33,21 @@ class FusedRun final : public QueuedWork {
  public:
   void add(std::unique_ptr<QueuedWork> work) { items_.push_back(std::move(work)); }
   bool full() const;
+  // Called where the run ends, on the thread that ends it (the queue's hand-over): takes the ops' calls
+  // and how many references each output has at this point of the program. Which intermediates the fused
+  // code may skip then follows from the program, not from how far Python has run by the time the run
+  // executes, so the run's key is the same each time the program passes by.
+  void seal();
   void run() override;
   std::string describe() const override;
 
  private:
-  void run_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end);
+  void run_segment(size_t begin, size_t end);
   void run_unfused(size_t begin, size_t end);
   std::vector<std::unique_ptr<QueuedWork>> items_;
+  std::vector<FusibleCall> calls_;          // one per item, from seal()
+  std::vector<size_t> use_counts_;          // of each output storage of calls_, in order, at seal()
+  std::vector<size_t> first_use_count_;     // where each call's outputs start in use_counts_
   std::ptrdiff_t failed_ = -1;  // the item whose error this run reports
   std::exception_ptr first_error_;
 };
