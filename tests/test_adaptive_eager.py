@@ -79,15 +79,16 @@ def test_a_traced_fused_run_shows_in_the_profiler(fusion):
 
 
 def test_runs_on_strided_and_broadcast_inputs_give_the_unfused_bits(fusion):
-    x, y = torch.randn(6, 4).t(), torch.randn(4, 1)  # a transposed input and a broadcast one
-    dx, dy = x.to("neuron"), y.to("neuron")
+    x, y = torch.randn(6, 4).t(), torch.randn(4, 3)
+    dx, dy = x.to("neuron"), y.to("neuron")[:, 1:2]  # transposed; a column of another tensor, broadcast
+    y = y[:, 1:2]
 
     def keeps_one(a, b):
         m = a * b
         return m, ((m + 0.5) * b).relu()
 
     fused = warmed(keeps_one, dx, dy)
-    assert stats.summary()["fused_ops"] == 4
+    assert stats.summary()["fused_ops"] == 4 and stats.executables()[0].program.launches == 1, _C.fusion_counters()
     for f, expected in zip(fused, keeps_one(x, y)):
         assert f.stride() == expected.stride() and torch.equal(f.cpu(), expected)
 

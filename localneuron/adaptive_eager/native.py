@@ -35,6 +35,12 @@ def _kernel_address(fn) -> int | None:
     return ctypes.cast(ctypes.CDLL(path).kernel, ctypes.c_void_p).value
 
 
+def _zeros_laid_out_as(t: torch.Tensor) -> torch.Tensor:
+    """Zeros with t's sizes and strides, views and broadcasts included (zeros_like makes those dense)."""
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    return torch.zeros(span, dtype=t.dtype).as_strided(t.shape, t.stride())
+
+
 def _wrapper_function(compiled):
     runner = getattr(compiled, "compiled_fn_runner", None)
     call = getattr(type(runner), "call", None)
@@ -79,7 +85,7 @@ def read_program(compiled, inputs: list, python_run) -> "_C.FusedKernels":
         if address is None:
             raise NotReadable(f"the wrapper uses {name}")
         replaced[name] = stand_in(address)
-    scratch = [torch.zeros_like(t) if t.numel() else torch.empty_like(t) for t in inputs]
+    scratch = [_zeros_laid_out_as(t) for t in inputs]
     for k, t in enumerate(scratch):
         where[id(t)] = _C.FusedKernels.input_operand(k)
     recording = types.FunctionType(call.__code__, replaced, call.__name__, call.__defaults__, call.__closure__)
