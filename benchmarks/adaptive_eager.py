@@ -1,6 +1,7 @@
 """Adaptive Eager: a chain of 2,000 element-wise ops on 16-element tensors (time against eager CPU,
-unfused and fused), and the device launches of a Hugging Face Llama greedy-generate step (4 layers,
-256 wide) unfused and fused.
+unfused and fused, with the processor time of the issuing thread), the floor of that ratio (what every
+op issued from Python costs before anything runs), and the device launches of a Hugging Face Llama
+greedy-generate step (4 layers, 256 wide) unfused and fused.
 
 Run by hand: `python benchmarks/adaptive_eager.py`. The chain's variants run round robin in one
 process and each takes the best of its repeats, so a busy machine disturbs every variant alike.
@@ -8,6 +9,7 @@ Fusion is switched between runs (as TORCH_NEURONX_ENABLE_CONCATENATION would set
 """
 import argparse
 import math
+import os
 import time
 
 import torch
@@ -17,6 +19,7 @@ from localneuron.ops import tracking
 
 CHAIN_OPS = 2000
 VARIANTS = ("cpu", "neuron", "neuron-fused")
+FLOOR_VARIANTS = ("cpu-alloc", "neuron-alloc")
 
 
 def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -28,33 +31,57 @@ def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def timed(x, y, number: int) -> float:
-    start = time.perf_counter()
+def allocations(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The chain with every op replaced by one that only allocates its output: Python binding, dispatcher
+    and the device's allocation kernel (PrivateUse1 empty.memory_format), nothing recorded, nothing run."""
+    for i in range(CHAIN_OPS):
+        x = torch.empty_like(x)
+    return x
+
+
+def timed(fn, x, y, number: int) -> tuple[float, float]:
+    """Wall seconds per chain (issue and synchronize) and the issuing thread's processor seconds per chain."""
+    start, start_cpu = time.perf_counter(), time.thread_time()
     for _ in range(number):
-        chain(x, y)
+        fn(x, y)
     torch.neuron.synchronize()
-    return (time.perf_counter() - start) / number
+    return (time.perf_counter() - start) / number, (time.thread_time() - start_cpu) / number
 
 
 def chain_ratios(number: int, repeat: int) -> None:
-    inputs = {device: (torch.rand(16, device=device), torch.rand(16, device=device) + 0.5) for device in ("cpu", "neuron")}
+    inputs = {device: (torch.rand(16, device=device), torch.rand(16, device=device) + 0.5)
+              for device in ("cpu", "neuron")}
     for fused in (False, True, True):  # warm up: the fused runs compile on their second sighting
         with engine.switched(fused):
             chain(*inputs["neuron"])
-    best = {v: math.inf for v in VARIANTS}
+    best = {v: math.inf for v in VARIANTS + FLOOR_VARIANTS}
+    best_cpu = dict(best)
     for _ in range(repeat):
-        for v in VARIANTS:
+        for v in VARIANTS + FLOOR_VARIANTS:
             with engine.switched(v == "neuron-fused"):
-                best[v] = min(best[v], timed(*inputs["cpu" if v == "cpu" else "neuron"], number))
+                wall, cpu_time = timed(allocations if v.endswith("alloc") else chain,
+                                       *inputs[v.split("-")[0]], number)
+            best[v], best_cpu[v] = min(best[v], wall), min(best_cpu[v], cpu_time)
     with engine.switched(True):
         fused = chain(*inputs["neuron"]).cpu()
     with engine.switched(False):
         unfused = chain(*inputs["neuron"]).cpu()
     cpu = best["cpu"]
+    per_op = {v: t / CHAIN_OPS * 1e6 for v, t in best.items()}
+    issuing = {v: t / CHAIN_OPS * 1e6 for v, t in best_cpu.items()}
+    print(f"load average {os.getloadavg()[0]:.1f}; best of {repeat} rounds of {number} chains, round robin")
     print(f"chain of {CHAIN_OPS} element-wise ops on 16 elements: cpu {cpu * 1e3:.2f} ms, "
           f"neuron {best['neuron'] * 1e3:.2f} ms ({best['neuron'] / cpu:.2f}x), "
           f"fused {best['neuron-fused'] * 1e3:.2f} ms ({best['neuron-fused'] / cpu:.2f}x); "
           f"fused == unfused bitwise: {torch.equal(fused, unfused)}")
+    print("per op, wall (issuing thread's processor time) in us: " +
+          ", ".join(f"{v} {per_op[v]:.2f} ({issuing[v]:.2f})" for v in VARIANTS))
+    print(f"floor: an op that only allocates its output (empty_like: binding, dispatcher, the device's "
+          f"allocation kernel) costs {per_op['neuron-alloc']:.2f} us on neuron ({issuing['neuron-alloc']:.2f}), "
+          f"{per_op['cpu-alloc']:.2f} us on cpu, against {per_op['cpu']:.2f} us ({issuing['cpu']:.2f}) for a cpu op "
+          f"of the chain: issued op by op from Python, the chain on neuron cannot beat "
+          f"{issuing['neuron-alloc'] / issuing['cpu']:.2f}x eager cpu in processor time however its work runs "
+          f"(the binary ops' argument parsing and the wrapping of Python numbers come on top)")
 
 
 def launches(fn) -> dict:

@@ -7,12 +7,16 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <ATen/ops/empty_strided.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace py = pybind11;
 
@@ -37,7 +41,8 @@ py::object* g_compile_run = nullptr;  // leaked on purpose, like the executables
 struct FusedExecutable {
   int sightings = 0;
   bool unusable = false;      // its compile or a run failed: the signature stays unfused
-  py::object* run = nullptr;  // run(inputs) -> outputs, from the compile path
+  py::object* run = nullptr;  // what the compile path built: a FusedKernels, or run(inputs) -> outputs
+  const FusedKernels* kernels = nullptr;  // *run when it is a FusedKernels
 };
 std::mutex g_executables_mu;
 std::unordered_map<uint64_t, FusedExecutable> g_executables;
@@ -88,19 +93,36 @@ bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
          a.strides() == b.strides();
 }
 
-std::pair<const char*, const char*> byte_range(const at::Tensor& t) {
-  const char* p = static_cast<const char*>(t.data_ptr());
-  int64_t n = 0;
-  if (t.numel() > 0) {
-    n = 1;
-    for (int64_t d = 0; d < t.dim(); d++) n += (t.size(d) - 1) * t.stride(d);
+// The outputs of a segment's ops so far, by the device block each fills. Every output is a new block of
+// its own (queued_ops.cpp queues no op whose result shares storage), so an argument in one of those
+// blocks either is that output or reaches into it (a view), and a lookup is a pointer comparison.
+class ProducedIndex {
+ public:
+  struct Produced {
+    const void* block;
+    const at::Tensor* tensor;
+    size_t item, output;  // item relative to the segment
+  };
+  void add(const FusibleCall& call, size_t item) {
+    for (size_t j = 0; j < call.outputs.size(); j++) entries_.push_back({block_of(call.outputs[j]), &call.outputs[j], item, j});
   }
-  return {p, p + n * static_cast<int64_t>(t.itemsize())};
-}
+  // The output `t` is, or nullptr; `reaches_into` when `t` lies in an output's block without being it.
+  const Produced* find(const at::Tensor& t, bool* reaches_into) const {
+    *reaches_into = false;
+    const void* block = block_of(t);
+    if (block == nullptr) return nullptr;  // no bytes: nothing to wire
+    for (const Produced& p : entries_) {
+      if (p.block != block) continue;
+      if (same_tensor(*p.tensor, t)) return &p;
+      *reaches_into = true;
+    }
+    return nullptr;
+  }
+  void clear() { entries_.clear(); }
 
-struct Produced {
-  const at::Tensor* tensor;
-  size_t item, output;  // item relative to the segment
+ private:
+  static const void* block_of(const at::Tensor& t) { return t.storage().data(); }
+  std::vector<Produced> entries_;
 };
 
 // How each argument of a segment's ops is wired, and the segment's key.
@@ -111,21 +133,11 @@ struct SegmentPlan {
   std::vector<const at::Tensor*> live_tensors;   // their host aliases
 };
 
-// The earlier output `t` is, or nullptr; `reaches_into` when `t` overlaps one without being it (a view).
-const Produced* find_produced(const std::vector<Produced>& produced, const at::Tensor& t, bool* reaches_into) {
-  *reaches_into = false;
-  const auto [b, e] = byte_range(t);
-  for (const Produced& p : produced) {
-    if (same_tensor(*p.tensor, t)) return &p;
-    const auto [pb, pe] = byte_range(*p.tensor);
-    if (b < pe && pb < e) *reaches_into = true;
-  }
-  return nullptr;
-}
-
-SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+// use_counts[first_use_count[i] + j]: the references output j of op i had when its run was sealed.
+SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vector<size_t>& use_counts,
+                         const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
   SegmentPlan plan;
-  std::vector<Produced> produced;
+  ProducedIndex produced;
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
     h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
@@ -141,7 +153,7 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, si
         h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
       } else {
         bool reaches_into = false;
-        if (const Produced* p = find_produced(produced, t, &reaches_into)) {
+        if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
           h = mix(mix(mix(h, 0x9e), p->item), p->output);
           continue;
         }
@@ -156,13 +168,12 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, si
         }
       }
     }
+    produced.add(calls[i], i - begin);
     for (size_t j = 0; j < calls[i].outputs.size(); j++) {
-      produced.push_back({&calls[i].outputs[j], i - begin, j});
       // Nobody refers to an intermediate result any more (queued work holds it weakly): the fused code
       // need not write it.
-      const c10::StorageImpl* s = calls[i].output_storages[j];
       const bool live = !g_skip_intermediate.load(std::memory_order_relaxed) || i + 1 == end ||
-                        c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)) > 0;
+                        use_counts[first_use_count[i] + j] > 0;
       h = mix(h, live ? 0x1f : 0x0f);
       if (live) {
         plan.live.emplace_back(i - begin, j);
@@ -174,16 +185,12 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, size_t begin, si
   return plan;
 }
 
-// Whether op `i` must start a new segment: an argument is a view into an output of the segment so far.
-bool reaches_into_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t i) {
-  std::vector<Produced> produced;
-  for (size_t k = begin; k < i; k++) {
-    for (size_t j = 0; j < calls[k].outputs.size(); j++) produced.push_back({&calls[k].outputs[j], k, j});
-  }
-  for (const c10::IValue& v : calls[i].arguments) {
+// Whether `call` must start a new segment: an argument is a view into an output of the segment so far.
+bool reaches_into_segment(const ProducedIndex& produced, const FusibleCall& call) {
+  for (const c10::IValue& v : call.arguments) {
     if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) continue;
     bool reaches_into = false;
-    if (find_produced(produced, v.toTensor(), &reaches_into) == nullptr && reaches_into) return true;
+    if (produced.find(v.toTensor(), &reaches_into) == nullptr && reaches_into) return true;
   }
   return false;
 }
@@ -213,7 +220,7 @@ py::object python_value(const c10::IValue& v) {
 py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                               size_t begin, size_t end, const SegmentPlan& plan) {
   py::list ops, lines;
-  std::vector<Produced> produced;
+  ProducedIndex produced;
   for (size_t i = begin; i < end; i++) {
     const c10::OperatorName& name = calls[i].op->operator_name();
     py::list arguments;
@@ -224,7 +231,7 @@ py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::
       }
       const at::Tensor& t = v.toTensor();
       bool reaches_into = false;
-      if (const Produced* p = find_produced(produced, t, &reaches_into)) {
+      if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
         arguments.append(py::make_tuple("result", p->item, p->output));
         continue;
       }
@@ -234,7 +241,7 @@ py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::
     }
     ops.append(py::make_tuple(name.name, name.overload_name, arguments));
     lines.append(source_text(items[i]->source));
-    for (size_t j = 0; j < calls[i].outputs.size(); j++) produced.push_back({&calls[i].outputs[j], i - begin, j});
+    produced.add(calls[i], i - begin);
   }
   py::list inputs, live;
   for (const at::Tensor* t : plan.inputs) inputs.append(*t);
@@ -255,7 +262,89 @@ void note_failure(const std::string& message) {
 
 bool python_usable() { return Py_IsInitialized() && !_Py_IsFinalizing() && g_compile_run != nullptr; }
 
+// Calls a kernel with N pointer arguments (the generated kernels take typed pointers; on this ABI a
+// pointer argument is passed alike whatever it points to).
+template <size_t... I>
+void invoke_with(void* kernel, void* const* pointers, std::index_sequence<I...>) {
+  using Kernel = void (*)(decltype((void)I, static_cast<void*>(nullptr))...);
+  reinterpret_cast<Kernel>(kernel)(pointers[I]...);
+}
+template <size_t N>
+void invoke(void* kernel, void* const* pointers) {
+  invoke_with(kernel, pointers, std::make_index_sequence<N>{});
+}
+template <size_t... N>
+constexpr std::array<FusedKernels::Invoker, sizeof...(N)> invokers(std::index_sequence<N...>) {
+  return {&invoke<N>...};
+}
+constexpr auto kInvokers = invokers(std::make_index_sequence<FusedKernels::kMaxKernelArguments + 1>{});
+
+bool has_layout(const at::Tensor& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                at::ScalarType dtype) {
+  return t.scalar_type() == dtype && t.sizes() == c10::IntArrayRef(sizes) && t.strides() == c10::IntArrayRef(strides);
+}
+
+void run_python_wrapper(const py::object& run, const SegmentPlan& plan) {
+  py::gil_scoped_acquire gil;
+  py::list inputs;
+  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  const auto outputs = run(inputs).cast<std::vector<at::Tensor>>();
+  TORCH_CHECK(outputs.size() == plan.live_tensors.size(), "the fused executable returned ", outputs.size(),
+              " results, not ", plan.live_tensors.size());
+  for (size_t k = 0; k < outputs.size(); k++) const_cast<at::Tensor*>(plan.live_tensors[k])->copy_(outputs[k]);
+}
+
 }  // namespace
+
+FusedKernels::FusedKernels(const std::vector<at::Tensor>& buffers,
+                           const std::vector<std::pair<uintptr_t, std::vector<int>>>& calls, std::vector<int> outputs,
+                           size_t inputs, py::object python_run)
+    : outputs_(std::move(outputs)), inputs_(inputs), python_run_(std::move(python_run)) {
+  for (const at::Tensor& b : buffers) buffers_.push_back({b.sizes().vec(), b.strides().vec(), b.scalar_type()});
+  auto check = [&](int operand) {
+    TORCH_CHECK(operand >= 0 ? static_cast<size_t>(operand) < inputs_ : static_cast<size_t>(-1 - operand) < buffers_.size(),
+                "fused kernels: operand ", operand, " names no input or buffer");
+  };
+  for (const auto& [address, operands] : calls) {
+    TORCH_CHECK(address != 0, "fused kernels: a kernel without an address");
+    TORCH_CHECK(operands.size() <= kMaxKernelArguments, "fused kernels: a kernel with ", operands.size(),
+                " arguments, more than the ", kMaxKernelArguments, " a program calls");
+    for (int operand : operands) check(operand);
+    calls_.push_back({kInvokers[operands.size()], reinterpret_cast<void*>(address), operands});
+  }
+  for (int operand : outputs_) check(operand);
+}
+
+void FusedKernels::run(const std::vector<const at::Tensor*>& inputs, const std::vector<const at::Tensor*>& outputs) const {
+  TORCH_CHECK(inputs.size() == inputs_ && outputs.size() == outputs_.size(), "fused kernels for ", inputs_,
+              " inputs and ", outputs_.size(), " results run with ", inputs.size(), " and ", outputs.size());
+  // Each buffer lives in the result it becomes, when its layout is the result's, else in scratch memory.
+  c10::SmallVector<at::Tensor, 8> memory(buffers_.size());
+  c10::SmallVector<bool, 8> written_in_place(outputs_.size(), false);
+  for (size_t j = 0; j < outputs_.size(); j++) {
+    const int operand = outputs_[j];
+    if (operand >= 0) continue;
+    const Layout& b = buffers_[-1 - operand];
+    if (!memory[-1 - operand].defined() && has_layout(*outputs[j], b.sizes, b.strides, b.dtype)) {
+      memory[-1 - operand] = *outputs[j];
+      written_in_place[j] = true;
+    }
+  }
+  for (size_t b = 0; b < buffers_.size(); b++) {
+    if (!memory[b].defined()) {
+      memory[b] = at::empty_strided(buffers_[b].sizes, buffers_[b].strides, at::TensorOptions().dtype(buffers_[b].dtype));
+    }
+  }
+  auto tensor = [&](int operand) -> const at::Tensor& { return operand >= 0 ? *inputs[operand] : memory[-1 - operand]; };
+  void* pointers[kMaxKernelArguments];
+  for (const Call& call : calls_) {
+    for (size_t a = 0; a < call.operands.size(); a++) pointers[a] = tensor(call.operands[a]).data_ptr();
+    call.invoke(call.kernel, pointers);
+  }
+  for (size_t j = 0; j < outputs_.size(); j++) {
+    if (!written_in_place[j]) const_cast<at::Tensor*>(outputs[j])->copy_(tensor(outputs_[j]));
+  }
+}
 
 bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count) {
   const c10::FunctionSchema* schema = &op.schema();
@@ -303,19 +392,22 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
   }
 }
 
-void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, size_t end) {
+void FusedRun::run_segment(size_t begin, size_t end) {
+  const std::vector<FusibleCall>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
     return;
   }
-  const SegmentPlan plan = plan_segment(calls, begin, end);
+  const SegmentPlan plan = plan_segment(calls, use_counts_, first_use_count_, begin, end);
   py::object* executable = nullptr;
+  const FusedKernels* kernels = nullptr;
   bool compile = false;
   {
     std::lock_guard<std::mutex> lock(g_executables_mu);
     FusedExecutable& entry = g_executables[plan.key];
     entry.sightings++;
     executable = entry.unusable ? nullptr : entry.run;
+    kernels = entry.unusable ? nullptr : entry.kernels;
     compile = executable == nullptr && !entry.unusable && entry.sightings == kCompileAtSighting;
   }
   if (compile) {
@@ -328,6 +420,7 @@ void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, 
       if (built.is_none()) {
         entry.unusable = true;
       } else {
+        if (py::isinstance<FusedKernels>(built)) entry.kernels = kernels = built.cast<const FusedKernels*>();
         entry.run = executable = new py::object(std::move(built));
       }
     } catch (const py::error_already_set& e) {
@@ -343,14 +436,13 @@ void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, 
     return;
   }
   try {
-    py::gil_scoped_acquire gil;
-    py::list inputs;
-    for (const at::Tensor* t : plan.inputs) inputs.append(*t);
-    const py::object results = (*executable)(inputs);
-    const auto outputs = results.cast<std::vector<at::Tensor>>();
-    TORCH_CHECK(outputs.size() == plan.live_tensors.size(), "the fused executable returned ", outputs.size(),
-                " results, not ", plan.live_tensors.size());
-    for (size_t k = 0; k < outputs.size(); k++) const_cast<at::Tensor*>(plan.live_tensors[k])->copy_(outputs[k]);
+    if (kernels != nullptr && !trace_recording()) {
+      kernels->run(plan.inputs, plan.live_tensors);  // no Python: the worker does not wait for the GIL
+      kernels->launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      // Where no C++ program could be read, and while a trace records (the wrapper notes the launch).
+      run_python_wrapper(kernels != nullptr ? kernels->python_run() : *executable, plan);
+    }
   } catch (const std::exception& e) {
     // The ops' own kernels give the results (and, if one of them fails, its error and line).
     note_failure("the fused executable of " + describe_ops(calls, items_, begin, end) + " failed (" + e.what() +
@@ -366,26 +458,53 @@ void FusedRun::run_segment(const std::vector<FusibleCall>& calls, size_t begin, 
   g_fused_ops += static_cast<int64_t>(end - begin);
 }
 
-void FusedRun::run() {
-  std::vector<FusibleCall> calls;
-  calls.reserve(items_.size());
-  for (const auto& item : items_) calls.push_back(item->fusible_call());
-  size_t begin = 0;
-  for (size_t i = 0; i < calls.size(); i++) {
-    if (!has_only_fusible_arguments(calls[i])) {
-      run_segment(calls, begin, i);
-      run_unfused(i, i + 1);
-      begin = i + 1;
-    } else if (i > begin && reaches_into_segment(calls, begin, i)) {
-      run_segment(calls, begin, i);
-      begin = i;
+void FusedRun::seal() {
+  if (calls_.size() == items_.size()) return;
+  calls_.reserve(items_.size());
+  first_use_count_.reserve(items_.size());
+  for (const auto& item : items_) {
+    calls_.push_back(item->fusible_call());
+    first_use_count_.push_back(use_counts_.size());
+    for (const c10::StorageImpl* s : calls_.back().output_storages) {
+      use_counts_.push_back(c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)));
     }
   }
-  if (begin < calls.size()) run_segment(calls, begin, calls.size());
+}
+
+void FusedRun::run() {
+  seal();
+  const std::vector<FusibleCall>& calls = calls_;
+  size_t begin = 0;
+  ProducedIndex produced;  // of the segment from `begin`
+  for (size_t i = 0; i < calls.size(); i++) {
+    if (!has_only_fusible_arguments(calls[i])) {
+      run_segment(begin, i);
+      run_unfused(i, i + 1);
+      begin = i + 1;
+      produced.clear();
+      continue;
+    }
+    if (i > begin && reaches_into_segment(produced, calls[i])) {
+      run_segment(begin, i);
+      begin = i;
+      produced.clear();
+    }
+    produced.add(calls[i], i - begin);
+  }
+  if (begin < calls.size()) run_segment(begin, calls.size());
   if (first_error_) std::rethrow_exception(first_error_);
 }
 
 void bind_fusion(py::module_& m) {
+  py::class_<FusedKernels>(m, "FusedKernels",
+                           "A fused run's generated kernels as a C++ program (localneuron/adaptive_eager/native.py).")
+      .def(py::init<const std::vector<at::Tensor>&, const std::vector<std::pair<uintptr_t, std::vector<int>>>&,
+                    std::vector<int>, size_t, py::object>(),
+           py::arg("buffers"), py::arg("calls"), py::arg("outputs"), py::arg("inputs"), py::arg("python_run"))
+      .def_static("input_operand", &FusedKernels::input_operand)
+      .def_static("buffer_operand", &FusedKernels::buffer_operand)
+      .def_property_readonly("launches", [](const FusedKernels& k) { return k.launches.load(); })
+      .def("reset_launches", [](FusedKernels& k) { k.launches = 0; });
   m.def(
       "install_fusion",
       [](py::object compile_run, const std::vector<std::string>& ops, const std::vector<std::string>& float32_only,

@@ -136,6 +136,7 @@ struct StreamQueue {
   // interval) while Python keeps issuing ops. Otherwise the worker runs it after the work ahead of it.
   void hand_over_pending(std::unique_lock<std::mutex>& lock) {
     if (!pending) return;
+    pending->seal();
     std::unique_ptr<QueuedWork> run = std::move(pending);
     if (enqueued != completed || t_is_worker) {
       append(lock, std::move(run));

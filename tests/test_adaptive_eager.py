@@ -1,11 +1,14 @@
 """Adaptive Eager (TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of queued element-wise ops run as one
 compiled executable, with the same bits as unfused eager, ending where TorchNeuron's runs end."""
+import types
+
 import pytest
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from conftest import run_python
 from localneuron import _C
-from localneuron.adaptive_eager import engine, report, stats
+from localneuron.adaptive_eager import engine, native, report, stats
 from localneuron.adaptive_eager.fusible_ops import FUSIBLE_OPS
 from localneuron.runtime.environment import BY_NAME, read
 
@@ -50,6 +53,52 @@ def test_a_run_is_fused_and_gives_the_unfused_bits(fusion):
         unfused = three_ops(dx, dy).cpu()
     assert torch.equal(fused, unfused)
     assert torch.equal(fused, three_ops(x, y))
+
+
+def test_fused_runs_call_the_generated_kernels_from_cpp(fusion):
+    x, y = torch.randn(16), torch.randn(16)
+    dx, dy = x.to("neuron"), y.to("neuron")
+    fused = warmed(three_ops, dx, dy)
+    [executable] = stats.executables()
+    # the C++ program ran the run; the generated Python wrapper (which needs the GIL) was not called
+    assert executable.program is not None and executable.program.launches == 1 and executable.calls == 0
+    assert torch.equal(fused.cpu(), three_ops(x, y))
+
+
+def test_a_traced_fused_run_shows_in_the_profiler(fusion):
+    dx, dy = torch.randn(16, device="neuron"), torch.randn(16, device="neuron")
+    warmed(three_ops, dx, dy)
+    stats.reset()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        result = three_ops(dx, dy)
+        torch.neuron.synchronize()
+    [executable] = stats.executables()
+    assert executable.calls == 1 and executable.program.launches == 0  # the wrapper notes the launch
+    assert "adaptive_eager_forward" in {event.name for event in prof.events()}
+    assert torch.equal(result.cpu(), three_ops(dx.cpu(), dy.cpu()))
+
+
+def test_runs_on_strided_and_broadcast_inputs_give_the_unfused_bits(fusion):
+    x, y = torch.randn(6, 4).t(), torch.randn(4, 3)
+    dx, dy = x.to("neuron"), y.to("neuron")[:, 1:2]  # transposed; a column of another tensor, broadcast
+    y = y[:, 1:2]
+
+    def keeps_one(a, b):
+        m = a * b
+        return m, ((m + 0.5) * b).relu()
+
+    fused = warmed(keeps_one, dx, dy)
+    assert stats.summary()["fused_ops"] == 4 and stats.executables()[0].program.launches == 1, _C.fusion_counters()
+    for f, expected in zip(fused, keeps_one(x, y)):
+        assert f.stride() == expected.stride() and torch.equal(f.cpu(), expected)
+
+
+def test_a_wrapper_using_anything_else_keeps_its_python_route():
+    namespace = {"reinterpret_tensor": torch.as_strided}
+    exec("def call(self, args):\n    return (reinterpret_tensor(args[0], (2,), (2,)),)\n", namespace)
+    compiled = types.SimpleNamespace(compiled_fn_runner=type("Runner", (), {"call": namespace["call"]})())
+    with pytest.raises(native.NotReadable, match="reinterpret_tensor"):
+        native.read_program(compiled, [torch.zeros(4)], python_run=None)
 
 
 def test_a_cache_hit_compiles_nothing(fusion):

@@ -16,7 +16,7 @@ from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from localneuron.adaptive_eager import stats
+from localneuron.adaptive_eager import native, stats
 from localneuron.adaptive_eager.fusible_ops import ONLY_WITH
 from localneuron.compiler import device_time
 from localneuron.compiler.host_compile import compile_host
@@ -77,8 +77,9 @@ def reproducible(description: dict) -> bool:
 
 
 def compile_run(description: dict):
-    """run(inputs) -> results for the described run (csrc/fusion.cpp calls it on a worker thread), or None
-    when the run cannot be fused with the same bits."""
+    """For the described run (csrc/fusion.cpp calls this on the thread that runs it): its C++ program
+    (_C.FusedKernels), or run(inputs) -> results where the wrapper is not readable as one, or None when
+    the run cannot be fused with the same bits."""
     if not reproducible(description):
         return None
     fake_mode = FakeTensorMode()
@@ -92,8 +93,12 @@ def compile_run(description: dict):
     record = stats.new_executable(ops, results, description["lines"], [name for name, _, _ in description["ops"]])
     launch = executable.run
 
-    def run(inputs: list) -> list:
+    def run(inputs: list) -> list:  # also what the C++ program runs while a trace records (the trace's event)
         record.calls += 1
         return launch(list(inputs))
 
-    return run
+    try:
+        record.program = native.read_program(executable.compiled, description["inputs"], run)
+    except native.NotReadable:
+        return run
+    return record.program

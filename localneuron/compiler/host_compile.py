@@ -33,6 +33,7 @@ class HostExecutable:
     run: object            # boxed callable over device tensors
     cache: str             # hit | miss | disabled
     compile_time_s: float
+    compiled: object = None  # the code generator's CompiledFxGraph (Adaptive Eager reads its kernels)
 
 
 def _cache_for(settings: CompileSettings) -> CompileCache | None:
@@ -108,7 +109,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
                            compiled.source_code, blob if blob is not None else inductor.dump(compiled))
     return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), estimate,
                                               f"{settings.model_name}_{'backward' if is_backward else 'forward'}"),
-                          cache=status, compile_time_s=time.perf_counter() - start)
+                          cache=status, compile_time_s=time.perf_counter() - start, compiled=compiled)
 
 
 def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: bool):
