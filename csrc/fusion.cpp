@@ -95,7 +95,10 @@ bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
 
 // The outputs of a segment's ops so far, by the device block each fills. Every output is a new block of
 // its own (queued_ops.cpp queues no op whose result shares storage), so an argument in one of those
-// blocks either is that output or reaches into it (a view), and a lookup is a pointer comparison.
+// blocks either is that output or reaches into it (a view), and a lookup is a pointer comparison. A block
+// freed while the run was issued is reused at once on its stream (allocator.cpp), so a later output can
+// fill the block of an earlier one: the newest output owns the block, and the earlier one is superseded
+// (nothing refers to it any more, or its block could not have been reused).
 class ProducedIndex {
  public:
   struct Produced {
@@ -103,8 +106,20 @@ class ProducedIndex {
     const at::Tensor* tensor;
     size_t item, output;  // item relative to the segment
   };
-  void add(const FusibleCall& call, size_t item) {
-    for (size_t j = 0; j < call.outputs.size(); j++) entries_.push_back({block_of(call.outputs[j]), &call.outputs[j], item, j});
+  // Adds call's outputs; each output whose block one of them takes over goes to *superseded, if given.
+  void add(const FusibleCall& call, size_t item, std::vector<std::pair<size_t, size_t>>* superseded = nullptr) {
+    for (size_t j = 0; j < call.outputs.size(); j++) {
+      const void* block = block_of(call.outputs[j]);
+      for (auto p = entries_.begin(); p != entries_.end();) {
+        if (p->block != block || block == nullptr) {
+          ++p;
+          continue;
+        }
+        if (superseded != nullptr) superseded->emplace_back(p->item, p->output);
+        p = entries_.erase(p);
+      }
+      entries_.push_back({block, &call.outputs[j], item, j});
+    }
   }
   // The output `t` is, or nullptr; `reaches_into` when `t` lies in an output's block without being it.
   const Produced* find(const at::Tensor& t, bool* reaches_into) const {
@@ -138,6 +153,7 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
                          const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
   SegmentPlan plan;
   ProducedIndex produced;
+  std::vector<std::pair<size_t, size_t>> superseded;
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
     h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
@@ -168,14 +184,18 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
         }
       }
     }
-    produced.add(calls[i], i - begin);
+    produced.add(calls[i], i - begin, &superseded);
+  }
+  std::sort(superseded.begin(), superseded.end());
+  for (size_t i = begin; i < end; i++) {
     for (size_t j = 0; j < calls[i].outputs.size(); j++) {
-      // Nobody refers to an intermediate result any more (queued work holds it weakly): the fused code
-      // need not write it.
-      const bool live = !g_skip_intermediate.load(std::memory_order_relaxed) || i + 1 == end ||
-                        use_counts[first_use_count[i] + j] > 0;
-      h = mix(h, live ? 0x1f : 0x0f);
-      if (live) {
+      // Nobody refers to an intermediate result any more (queued work holds it weakly), or a later output
+      // of the run took its block: the fused code need not write it, and must not write it over that output.
+      const bool dead = (g_skip_intermediate.load(std::memory_order_relaxed) && i + 1 != end &&
+                         use_counts[first_use_count[i] + j] == 0) ||
+                        std::binary_search(superseded.begin(), superseded.end(), std::make_pair(i - begin, j));
+      h = mix(h, dead ? 0x0f : 0x1f);
+      if (!dead) {
         plan.live.emplace_back(i - begin, j);
         plan.live_tensors.push_back(&calls[i].outputs[j]);
       }
@@ -284,6 +304,13 @@ bool has_layout(const at::Tensor& t, const std::vector<int64_t>& sizes, const st
   return t.scalar_type() == dtype && t.sizes() == c10::IntArrayRef(sizes) && t.strides() == c10::IntArrayRef(strides);
 }
 
+// Whether `output` took over the block of one of the run's inputs (freed while the run was issued): written
+// in place, a kernel could overwrite input data a later kernel of the run still reads.
+bool fills_an_input_block(const at::Tensor& output, const std::vector<const at::Tensor*>& inputs) {
+  const void* block = output.storage().data();
+  return std::any_of(inputs.begin(), inputs.end(), [&](const at::Tensor* t) { return t->storage().data() == block; });
+}
+
 void run_python_wrapper(const py::object& run, const SegmentPlan& plan) {
   py::gil_scoped_acquire gil;
   py::list inputs;
@@ -325,7 +352,8 @@ void FusedKernels::run(const std::vector<const at::Tensor*>& inputs, const std::
     const int operand = outputs_[j];
     if (operand >= 0) continue;
     const Layout& b = buffers_[-1 - operand];
-    if (!memory[-1 - operand].defined() && has_layout(*outputs[j], b.sizes, b.strides, b.dtype)) {
+    if (!memory[-1 - operand].defined() && has_layout(*outputs[j], b.sizes, b.strides, b.dtype) &&
+        !fills_an_input_block(*outputs[j], inputs)) {
       memory[-1 - operand] = *outputs[j];
       written_in_place[j] = true;
     }

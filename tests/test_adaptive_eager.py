@@ -188,6 +188,45 @@ def test_intermediates_still_referenced_are_written(fusion):
     assert torch.equal(m.cpu(), em) and torch.equal(s.cpu(), em + 0.5) and torch.equal(r.cpu(), (em + 0.5).relu())
 
 
+def test_a_block_freed_and_reused_inside_a_run_is_read_from_its_newest_output(fusion):
+    x, y = torch.rand(16), torch.rand(16) + 0.5
+    dx, dy = x.to("neuron"), y.to("neuron")
+
+    def rebinding(a, b):
+        # Each rebinding frees the previous result while the run is still being issued; the allocator hands
+        # its block to a later op of the same run, so one block holds several of the run's outputs in turn.
+        for _ in range(3):
+            a = a * b
+            a = a + 0.25
+            a = a - b
+            a = a.relu()
+        return a
+
+    fused = warmed(rebinding, dx, dy).cpu()
+    assert stats.summary()["fused_ops"] == 12
+    with engine.switched(False):
+        unfused = rebinding(dx, dy).cpu()
+    assert torch.equal(fused, unfused) and torch.equal(fused, rebinding(x, y))
+
+
+def test_a_run_output_in_the_block_of_a_freed_input_gives_the_unfused_bits(fusion):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    dx, dw = x.to("neuron"), w.to("neuron")
+
+    def frees_its_input(a, m):
+        t = a @ m  # not fusible: the run starts after it, with t as its input
+        u = t * 2.0
+        del t  # t's block is free while the run is issued: a result of the run can take it
+        v = u + 1.0
+        return (v * u).relu()
+
+    fused = warmed(frees_its_input, dx, dw).cpu()
+    assert stats.summary()["fused_launches"] == 1
+    with engine.switched(False):
+        unfused = frees_its_input(dx, dw).cpu()
+    assert torch.equal(fused, unfused) and torch.equal(fused, frees_its_input(x, w))
+
+
 def test_a_view_of_a_run_result_splits_the_run(fusion):
     x = torch.randn(16)
     dx = x.to("neuron")
