@@ -36,6 +36,19 @@ int find_generator_arg(const c10::FunctionSchema& schema) {
   return -1;
 }
 
+// Replaces each tensor `v` holds (a tensor, or a list of them) by map(tensor); whether it held any.
+template <typename Map>
+bool map_tensors(c10::IValue& v, Map&& map) {
+  if (v.isTensor()) {
+    v = map(v.toTensor());
+    return true;
+  }
+  if (!v.isTensorList()) return false;
+  auto list = v.toTensorList();
+  for (size_t j = 0; j < list.size(); j++) list[j] = map(list[j]);
+  return true;
+}
+
 Executable* compile(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin, uint64_t key) {
   return add_executable(key, decide_route(op, stack, begin), find_generator_arg(op.schema()));
 }
@@ -69,15 +82,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size
     adopted.emplace_back(storage, result);
     return result;
   };
-  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) {
-    c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = to_device(v.toTensor());
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      for (size_t j = 0; j < list.size(); j++) list[j] = to_device(list[j]);
-    }
-  }
+  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) map_tensors((*stack)[i], to_device);
 }
 
 void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -105,12 +110,8 @@ HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Ex
   };
   for (size_t i = begin; i < stack->size(); i++) {
     c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = to_alias(v.toTensor());
-    } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      for (size_t j = 0; j < list.size(); j++) list[j] = to_alias(list[j]);
-    } else if (v.isOptionalTensorList()) {
+    if (map_tensors(v, to_alias)) continue;
+    if (v.isOptionalTensorList()) {
       auto list = v.toOptionalTensorList();
       for (size_t j = 0; j < list.size(); j++) {
         std::optional<at::Tensor> o = list[j];

@@ -340,3 +340,31 @@ def test_small_work_on_an_idle_stream_keeps_queued_semantics(max_bytes):
         torch.testing.assert_close(after.cpu(), table.cpu() * 3)
     finally:
         _C.set_run_in_place_max_bytes(-1)
+
+
+IN_PLACE_VIEWS = {  # op -> it on a tensor (each changes the tensor's sizes, strides or storage in place)
+    "squeeze_": lambda t: t[:1].squeeze_(0),
+    "unsqueeze_": lambda t: t.unsqueeze_(1),
+    "t_": lambda t: t.t_(),
+    "transpose_": lambda t: t.transpose_(0, 1),
+    "swapdims_": lambda t: t.swapdims_(0, 1),
+    "as_strided_": lambda t: t.as_strided_((3, 2), (1, 3)),
+    "resize_": lambda t: t.resize_(6),
+    "set_": lambda t: t.set_(t.storage(), 0, (3,), (2,)),
+}
+
+
+@pytest.mark.parametrize("op", IN_PLACE_VIEWS)
+def test_an_in_place_view_changes_the_tensor_when_issued_behind_queued_work(op):
+    x = torch.randn(2, 3)
+    expected = IN_PLACE_VIEWS[op](x * 2)
+    reallocates = op in ("resize_", "set_")
+    for call in range(3):  # the first calls learn the ops' outputs; later ones are queued
+        d = x.to("neuron")
+        torch.neuron._sleep(BUSY)
+        t = d * 2
+        result = IN_PLACE_VIEWS[op](t)
+        assert (result.shape, result.stride()) == (expected.shape, expected.stride())
+        if call > 0:  # re-describing bytes runs at once; what may reallocate waits for the queue
+            assert torch.neuron.current_stream().query() == reallocates
+        torch.testing.assert_close(result.cpu(), expected)

@@ -34,7 +34,16 @@ INT_RESULTS_FROM_SHAPES = {
 }
 
 
+# Ops that change their argument's sizes, strides or storage in place (ATen tag inplace_view): Python reads
+# the new shape as soon as the op returns, so the device tensor must change when the op is issued. Those
+# that re-describe the same bytes run at once, as views do; these may reallocate, and run when the queue
+# has drained.
+REALLOCATING_INPLACE_VIEWS = {"aten::resize_", "aten::resize_as_", "aten::set_"}
+
+
 def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
+    if torch.Tag.inplace_view in op.tags:
+        return Execution.SYNCHRONOUS if op._schema.name in REALLOCATING_INPLACE_VIEWS else Execution.METADATA
     if is_view:
         return Execution.METADATA
     schema = op._schema
