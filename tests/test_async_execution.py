@@ -368,3 +368,16 @@ def test_an_in_place_view_changes_the_tensor_when_issued_behind_queued_work(op):
         if call > 0:  # re-describing bytes runs at once; what may reallocate waits for the queue
             assert torch.neuron.current_stream().query() == reallocates
         torch.testing.assert_close(result.cpu(), expected)
+
+
+def test_arange_with_int_bounds_is_queued_and_with_float_bounds_waits_for_the_queue():
+    torch.arange(3, 8, device="neuron").cpu()  # the first call of a signature learns its outputs
+    torch.neuron._sleep(BUSY)
+    ints = torch.arange(3, 8, device="neuron")
+    assert not torch.neuron.current_stream().query()  # int bounds are in the signature: the shape is fixed
+    for end in (2.5, 4.0):  # float bounds share one executable: each call's length is its own
+        torch.neuron._sleep(BUSY)
+        floats = torch.arange(0.0, end, 0.5, device="neuron")
+        assert torch.neuron.current_stream().query()
+        assert torch.equal(floats.cpu(), torch.arange(0.0, end, 0.5))
+    assert torch.equal(ints.cpu(), torch.arange(3, 8))

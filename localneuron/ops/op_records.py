@@ -263,7 +263,7 @@ OPS = {
     "aten::amax": Record(NATIVE, cost=REDUCTION),
     "aten::amin": Record(NATIVE, cost=REDUCTION),
     "aten::any": Record(NATIVE, cost=REDUCTION),
-    "aten::arange": Record(NATIVE, cost=FREE),
+    "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE),
     "aten::argmax": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argmin": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argsort": Record(CPU_FALLBACK, index_args_64bit_exempt=True, why="stable overload computed on the host (csrc/aten/TensorShape.cpp)"),

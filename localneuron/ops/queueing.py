@@ -47,8 +47,10 @@ def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
     if is_view:
         return Execution.METADATA
     schema = op._schema
-    if route == Route.PYTHON or not _queueable_schema(schema) or schema.name in SHAPE_FROM_FLOAT_OR_STRING:
+    if route == Route.PYTHON or not _queueable_schema(schema):
         return Execution.SYNCHRONOUS
+    if schema.name in SHAPE_FROM_FLOAT_OR_STRING and _has_float_or_string(args, kwargs):
+        return Execution.SYNCHRONOUS  # with ints alone (arange(start, end) in generate loops) the key fixes the shape
     static_shapes, _ = arguments.run_on_meta(op, args, kwargs)  # fails for data-dependent shapes
     return Execution.QUEUED if static_shapes else Execution.SYNCHRONOUS
 
@@ -63,3 +65,11 @@ def _queueable_schema(schema) -> bool:
     if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
         return False  # out=
     return all(r.type in result_types and (r.alias_info is None or r.alias_info.is_write) for r in schema.returns)
+
+
+def _has_float_or_string(args, kwargs) -> bool:
+    def float_or_string(v) -> bool:
+        if isinstance(v, (list, tuple)):
+            return any(float_or_string(e) for e in v)
+        return isinstance(v, (float, complex, str))
+    return any(float_or_string(v) for v in (*args, *kwargs.values()))
