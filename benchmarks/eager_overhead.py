@@ -1,9 +1,10 @@
 """Eager speed of the neuron device over eager CPU: per-op overhead on tiny tensors, small training
 steps (MLP, GPT-style transformer, convnet) and a Hugging Face Llama (4 layers, 256 wide: train step,
 no-grad forward, greedy generate), with asynchronous execution (the default: small work runs on the
-issuing thread while its stream is idle, csrc/queue.h kRunInPlaceMaxBytes), with every op handed to the
+issuing thread while its stream is idle, csrc/queue.h kRunInPlaceMaxNs), with every op handed to the
 queue's worker ("queued": the policy's alternative), and with NEURON_LAUNCH_BLOCKING=1 semantics (every op
-runs when issued). --run-in-place-max-bytes N tries another threshold for the default variant.
+runs when issued). --run-in-place-max-ns N (and --run-in-place-max-bytes N, for work not yet measured) try
+other thresholds for the default variant.
 
 Run by hand: `python benchmarks/eager_overhead.py` (`--only tiny` for the per-op table alone, e.g. to
 compare two builds). The variants run round robin in one process, the launch mode switched between
@@ -117,12 +118,12 @@ def timed(fn, number: int, no_grad: bool) -> tuple:
         return (time.perf_counter() - start) / number, (time.process_time() - start_cpu) / number
 
 
-def switch_to(variant: str, run_in_place_max_bytes: int) -> None:
+def switch_to(variant: str, limits: tuple) -> None:
     _C.set_launch_blocking(variant == "neuron-blocking")
-    _C.set_run_in_place_max_bytes(0 if variant == "neuron-queued" else run_in_place_max_bytes)
+    _C.set_run_in_place_limits(*((0, 0) if variant == "neuron-queued" else limits))
 
 
-def run(workloads: dict, number: int, repeat: int, run_in_place_max_bytes: int) -> tuple:
+def run(workloads: dict, number: int, repeat: int, limits: tuple) -> tuple:
     """({(name, variant): best wall seconds}, {(name, variant): best processor seconds}), measured round robin."""
     built = {}
     for name, (make, no_grad) in workloads.items():
@@ -140,13 +141,13 @@ def run(workloads: dict, number: int, repeat: int, run_in_place_max_bytes: int) 
         order = VARIANTS[round_ % len(VARIANTS):] + VARIANTS[:round_ % len(VARIANTS)]
         for name, (_, no_grad) in workloads.items():
             for variant in order:
-                switch_to(variant, run_in_place_max_bytes)
+                switch_to(variant, limits)
                 fn = built[name, "cpu" if variant == "cpu" else "neuron"]
                 timed(fn, 1, no_grad)
                 wall, processor = timed(fn, number, no_grad)
                 best[name, variant] = min(best[name, variant], wall)
                 best_cpu[name, variant] = min(best_cpu[name, variant], processor)
-    switch_to("neuron", -1)
+    switch_to("neuron", (-1, -1))
     return best, best_cpu
 
 
@@ -158,12 +159,16 @@ def main() -> None:
     parser.add_argument("--only", choices=("tiny", "models"))
     parser.add_argument("--no-llama", action="store_true")
     parser.add_argument("--run-in-place-max-bytes", type=int, default=-1,
-                        help=f"threshold of the default variant (-1: the built-in {_C.RUN_IN_PLACE_MAX_BYTES})")
+                        help=f"threshold of the default variant for work not yet measured (-1: the built-in "
+                             f"{_C.RUN_IN_PLACE_MAX_BYTES})")
+    parser.add_argument("--run-in-place-max-ns", type=int, default=-1,
+                        help=f"threshold of the default variant (-1: the built-in {_C.RUN_IN_PLACE_MAX_NS})")
     args = parser.parse_args()
+    limits = (args.run_in_place_max_bytes, args.run_in_place_max_ns)
     torch.set_num_threads(1)  # the machine is shared; one thread keeps the ratios stable
     if args.only != "models":
         tiny = {name: (make, True) for name, make in tiny_ops().items()}
-        best, _ = run(tiny, args.tiny_number, args.repeat, args.run_in_place_max_bytes)
+        best, _ = run(tiny, args.tiny_number, args.repeat, limits)
         print("Per-op time on tiny tensors, best of repeats, microseconds (overhead over cpu)")
         print(f"{'op':<10} {'cpu':>8} " + " ".join(f"{v.removeprefix('neuron-'):>17}" for v in VARIANTS[1:]))
         for name in tiny:
@@ -174,7 +179,7 @@ def main() -> None:
     models = {name: (make, False) for name, make in small_models().items()}
     if not args.no_llama:
         models.update(llama_workloads())
-    best, best_cpu = run(models, args.number, args.repeat, args.run_in_place_max_bytes)
+    best, best_cpu = run(models, args.number, args.repeat, limits)
     for title, table in (("wall time", best), ("processor time", best_cpu)):
         print(f"\nWorkloads, {title}, best of repeats: milliseconds, and ratio over cpu")
         print(f"{'workload':<16} {'cpu ms':>8} " + " ".join(f"{v.removeprefix('neuron-'):>9}" for v in VARIANTS[1:])

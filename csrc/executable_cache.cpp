@@ -4,11 +4,17 @@
 
 #include <algorithm>
 #include <memory>
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 
 namespace localneuron {
+
+int64_t HostTimer::now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 namespace {
 
 std::shared_mutex g_cache_mutex;

@@ -193,7 +193,10 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   // Kept so that a failing device execution can be retried or reported with the original arguments.
   c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
   try {
-    run_on_device(op, stack, begin, *exe);
+    {
+      const HostTimer timer(exe->execution == Execution::Queued ? exe : nullptr);  // the queue's policy reads it
+      run_on_device(op, stack, begin, *exe);
+    }
     if (exe->route == Route::DeviceWrapInt64) wrap_int64_results(op, stack);
   } catch (const c10::OutOfMemoryError&) {
     throw;  // the device is full: running the op on the host instead would not change that

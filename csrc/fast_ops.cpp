@@ -146,7 +146,7 @@ struct QueuedFastOp final : QueuedWork {
   }
 };
 
-// Queues the call, or runs it in place as queued work would run (queue.h kRunInPlaceMaxBytes), when its
+// Queues the call, or runs it in place as queued work would run (queue.h kRunInPlaceMaxNs), when its
 // output layout is known; an undefined result means: take the boxed path.
 at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Operands& x) {
   if (exe.execution != Execution::Queued || issuer_needs_own_thread()) return at::Tensor();
@@ -159,13 +159,14 @@ at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Op
   WorkScope trace(Work::Executable);
   trace.describe(exe.id, device);
   const int64_t bytes = static_cast<int64_t>(x.a.nbytes() + (x.b.defined() ? x.b.nbytes() : 0) + out.nbytes());
-  if (!runs_may_form() && runs_in_place(device, bytes)) {
+  if (!runs_may_form() && runs_in_place(device, bytes, &exe)) {
     // Nothing is queued on the stream: the call runs now, without building its queue entry.
     const at::Tensor ha = cpu_alias(x.a), hb = cpu_alias(x.b);
     at::Tensor hout = cpu_alias(out);
     std::optional<at::Scalar> scalar;
     if (x.scalar != nullptr) scalar = *x.scalar;
     try {
+      const HostTimer timer(&exe);
       run_out(fast, ha, hb, scalar, hout);
     } catch (const std::exception& e) {
       hold_in_place_error(device, describe_call(fast.handle, boxed_arguments(fast, ha, hb, scalar)), e);
@@ -173,6 +174,7 @@ at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Op
     return out;
   }
   auto work = std::make_unique<QueuedFastOp>(fast, x, out);
+  work->executable = &exe;
   work->launch = trace.hand_off();
   run_or_enqueue(device, std::move(work), bytes);
   return out;

@@ -46,9 +46,11 @@ PYBIND11_MODULE(_C, m) {
     forget_queues_after_fork();
   });
   m.def("set_launch_blocking", &set_launch_blocking, "NEURON_LAUNCH_BLOCKING: run every op when it is issued");
-  m.def("set_run_in_place_max_bytes", &set_run_in_place_max_bytes,
-        "queued work up to this many bytes runs on the issuing thread when its stream is idle; -1 restores the default");
+  m.def("set_run_in_place_limits", &set_run_in_place_limits, py::arg("max_bytes") = -1, py::arg("max_ns") = -1,
+        "queued work whose host kernel measured at most max_ns (before a measurement: touching at most max_bytes) "
+        "runs on the issuing thread when its stream is idle; -1 restores a default");
   m.attr("RUN_IN_PLACE_MAX_BYTES") = kRunInPlaceMaxBytes;
+  m.attr("RUN_IN_PLACE_MAX_NS") = kRunInPlaceMaxNs;
   m.def("synchronize", [](int64_t d) { synchronize_device(checked_index(d)); },
         "Waits for the device's queued work and raises the first error in it");
   m.def("drain_all_queues", &drain_all_devices);

@@ -78,11 +78,12 @@ void hold_error(c10::DeviceIndex device, const QueuedWork& work, const std::exce
   hold_error(device, work.describe(), work.source, e);
 }
 
-std::atomic<int64_t> g_run_in_place_max_bytes{kRunInPlaceMaxBytes};
+std::atomic<int64_t> g_run_in_place_max_bytes{kRunInPlaceMaxBytes}, g_run_in_place_max_ns{kRunInPlaceMaxNs};
 
 // Runs queued work on the issuing thread, with a worker's semantics: its error is held, not raised.
 void run_here(c10::DeviceIndex device, QueuedWork& work) {
   try {
+    const HostTimer timer(work.executable);
     work.run();
   } catch (const std::exception& e) {
     if (work.source.code == nullptr) work.source = capture_source_line();  // still the issuing thread
@@ -207,6 +208,7 @@ struct StreamQueue {
     while (std::unique_ptr<QueuedWork> work = next()) {
       try {
         const IssuerStateGuard issuer(work->issuer);
+        const HostTimer timer(work->executable);
         work->run();
       } catch (const std::exception& e) {
         keep_error(*work, e);
@@ -373,8 +375,12 @@ void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work) {
   find_queue(device, current_stream_id(), true)->push(std::move(work));
 }
 
-bool runs_in_place(c10::DeviceIndex device, int64_t bytes) {
-  if (bytes > g_run_in_place_max_bytes.load(std::memory_order_relaxed)) return false;
+bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe) {
+  const int64_t ns = exe != nullptr ? exe->host_ns.load(std::memory_order_relaxed) : -1;
+  if (ns >= 0 ? ns > g_run_in_place_max_ns.load(std::memory_order_relaxed)
+              : bytes > g_run_in_place_max_bytes.load(std::memory_order_relaxed)) {
+    return false;
+  }
   const StreamQueue* q = find_queue(device, current_stream_id(), false);
   return q == nullptr || q->idle.load(std::memory_order_acquire);
 }
@@ -384,7 +390,7 @@ void hold_in_place_error(c10::DeviceIndex device, std::string description, const
 }
 
 void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, int64_t bytes) {
-  if (runs_in_place(device, bytes) && !joins_run(*work)) {
+  if (runs_in_place(device, bytes, work->executable) && !joins_run(*work)) {
     run_here(device, *work);
     return;
   }
@@ -392,8 +398,9 @@ void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, i
   enqueue(device, std::move(work));
 }
 
-void set_run_in_place_max_bytes(int64_t bytes) {
-  g_run_in_place_max_bytes = bytes < 0 ? kRunInPlaceMaxBytes : bytes;
+void set_run_in_place_limits(int64_t max_bytes, int64_t max_ns) {
+  g_run_in_place_max_bytes = max_bytes < 0 ? kRunInPlaceMaxBytes : max_bytes;
+  g_run_in_place_max_ns = max_ns < 0 ? kRunInPlaceMaxNs : max_ns;
 }
 
 void drain_device(c10::DeviceIndex device) {

@@ -18,6 +18,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include "executable_cache.h"
 #include "issuer_state.h"
 #include "trace_plugin.h"
 
@@ -73,6 +74,7 @@ struct QueuedWork {
   Launch launch;        // recorded for the trace once the work has run
   IssuerState issuer;   // taken when the work is queued; the worker runs it under this state
   uint64_t seq = 0;     // its position in its stream's queue (a fused run: its last op's)
+  Executable* executable = nullptr;  // whose host time its runs sample (HostTimer), if it runs one
 };
 
 // Whether a block used at `position` may be handed to an allocation made now by this thread on the
@@ -94,22 +96,24 @@ bool runs_inline();
 // Appends work to the current stream's queue of `device`.
 void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);
 
-// Work touching at most this many bytes (inputs and outputs) runs on the issuing thread when its
-// stream has nothing queued or held back: handing it to the worker costs more than running it (a
-// wake-up and two thread switches), and with nothing
-// ahead of it running it now keeps stream order. Larger work goes to the worker, where overlap with
-// Python pays. Measured with benchmarks/eager_overhead.py.
+// Work whose host kernel takes at most this long (measured: Executable::host_ns) runs on the issuing
+// thread when its stream has nothing queued or held back: handing it to the worker costs more than
+// running it (building the queue entry, a wake-up, two thread switches), and with nothing ahead of it
+// running it now keeps stream order. Longer work goes to the worker, where overlap with Python pays.
+// Before its first measurement, work counts by the bytes it touches. Measured with
+// benchmarks/eager_overhead.py.
+constexpr int64_t kRunInPlaceMaxNs = 20'000;
 constexpr int64_t kRunInPlaceMaxBytes = 256 * 1024;
-// Queued-op semantics either way: runs `work` in place (see kRunInPlaceMaxBytes) or enqueues it; an
+// Queued-op semantics either way: runs `work` in place (see kRunInPlaceMaxNs) or enqueues it; an
 // error is held for the device's next synchronisation point, naming the issuing line.
 void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, int64_t bytes);
-// Whether work touching `bytes`, issued now on the current stream of `device`, runs in place.
-bool runs_in_place(c10::DeviceIndex device, int64_t bytes);
+// Whether work of `exe` (or nullptr) touching `bytes`, issued now on the current stream of `device`, runs in place.
+bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe);
 // Holds the error of work that ran in place as a queued one's; `description` is its op and signature,
 // the issuing line is taken here (the caller is the issuing thread).
 void hold_in_place_error(c10::DeviceIndex device, std::string description, const std::exception& e);
-// Overrides kRunInPlaceMaxBytes (-1: back to it); for benchmarks comparing the policies.
-void set_run_in_place_max_bytes(int64_t bytes);
+// Overrides kRunInPlaceMaxBytes and kRunInPlaceMaxNs (-1: back to them); for benchmarks comparing policies.
+void set_run_in_place_limits(int64_t max_bytes, int64_t max_ns);
 
 // Waits until the queues are empty, then raises the first error of queued work, if any.
 void synchronize_device(c10::DeviceIndex device);

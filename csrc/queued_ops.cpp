@@ -285,8 +285,9 @@ Enqueued enqueue_executable(const c10::OperatorHandle& op, torch::jit::Stack* st
   if (!spec->queueable) return Enqueued::NotQueueable;
   const c10::DeviceIndex device = device_of(*stack, begin);
   const int64_t bytes = tensor_bytes(stack->data() + begin, stack->data() + stack->size()) + spec->new_bytes;
-  if (!runs_may_form() && runs_in_place(device, bytes)) return Enqueued::RunInPlace;
+  if (!runs_may_form() && runs_in_place(device, bytes, &exe)) return Enqueued::RunInPlace;
   auto work = std::make_unique<QueuedExecutable>(op, exe, *spec, device);
+  work->executable = const_cast<Executable*>(&exe);
   const std::vector<c10::IValue> arguments(stack->begin() + begin, stack->end());
   work->host_arguments.assign(std::make_move_iterator(stack->begin() + begin), std::make_move_iterator(stack->end()));
   stack->resize(begin);

@@ -324,12 +324,12 @@ def test_ops_under_a_python_dispatch_mode_run_on_the_issuing_thread():
     assert torch.ops.aten.exp.default in seen
 
 
-@pytest.mark.parametrize("max_bytes", [-1, 0], ids=["small work in place", "all work to the worker"])
-def test_small_work_on_an_idle_stream_keeps_queued_semantics(max_bytes):
+@pytest.mark.parametrize("limit", [-1, 0], ids=["short work in place", "all work to the worker"])
+def test_short_work_on_an_idle_stream_keeps_queued_semantics(limit):
     table = torch.randn(10, 4, device="neuron")
     torch.index_select(table, 0, torch.tensor([1], device="neuron")).cpu()  # learned: later calls are queued
     (table * 3).cpu()
-    _C.set_run_in_place_max_bytes(max_bytes)
+    _C.set_run_in_place_limits(limit, limit)
     try:
         torch.neuron.synchronize()
         line = inspect.currentframe().f_lineno + 1
@@ -339,7 +339,7 @@ def test_small_work_on_an_idle_stream_keeps_queued_semantics(max_bytes):
             out.cpu()
         torch.testing.assert_close(after.cpu(), table.cpu() * 3)
     finally:
-        _C.set_run_in_place_max_bytes(-1)
+        _C.set_run_in_place_limits()
 
 
 IN_PLACE_VIEWS = {  # op -> it on a tensor (each changes the tensor's sizes, strides or storage in place)

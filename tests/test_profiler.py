@@ -10,6 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from chrome_trace_check import check
 from conftest import run_python
+from localneuron.adaptive_eager import engine
 from localneuron.ops import tracking
 from localneuron.profiler import engines, kineto_bridge
 
@@ -18,6 +19,14 @@ BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 def step(x, w):
     return (x @ w).relu().sum()
+
+
+@pytest.fixture(autouse=True)
+def unfused():
+    """These tests read each op's own device events; with TORCH_NEURONX_ENABLE_CONCATENATION=1 a fused run
+    shows as one executable instead (tests/test_adaptive_eager.py tests that trace)."""
+    with engine.switched(False):
+        yield
 
 
 @pytest.fixture
