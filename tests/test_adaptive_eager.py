@@ -227,6 +227,20 @@ def test_a_run_output_in_the_block_of_a_freed_input_gives_the_unfused_bits(fusio
     assert torch.equal(fused, unfused) and torch.equal(fused, frees_its_input(x, w))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_16_bit_run_rounds_each_intermediate_as_unfused_eager(fusion, dtype):
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(64, generator=g) * 8).to(dtype), (torch.randn(64, generator=g) * 2).to(dtype)
+    dx, dy = x.to("neuron"), y.to("neuron")
+
+    def chain(a, b):  # no intermediate is kept: unrounded, they would stay in float32 inside the fused code
+        return ((a - b) * b).relu() * b
+
+    fused = warmed(chain, dx, dy).cpu()
+    assert stats.summary()["fused_ops"] == 4
+    assert torch.equal(fused, chain(x, y))
+
+
 def test_a_view_of_a_run_result_splits_the_run(fusion):
     x = torch.randn(16)
     dx = x.to("neuron")
