@@ -148,6 +148,23 @@ struct SegmentPlan {
   std::vector<const at::Tensor*> live_tensors;   // their host aliases
 };
 
+// Whether an op of the run after `end` (a later segment, or an op run unfused) reads `block` before an output
+// of the run takes the block over.
+bool read_after(const std::vector<FusibleCall>& calls, size_t end, const void* block) {
+  for (size_t i = end; i < calls.size(); i++) {
+    for (const c10::IValue& v : calls[i].arguments) {
+      if (v.isTensor() && v.toTensor().defined() && !is_wrapped_scalar(v.toTensor()) &&
+          v.toTensor().storage().data() == block) {
+        return true;
+      }
+    }
+    for (const at::Tensor& out : calls[i].outputs) {
+      if (out.storage().data() == block) return false;
+    }
+  }
+  return false;
+}
+
 // use_counts[first_use_count[i] + j]: the references output j of op i had when its run was sealed.
 SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vector<size_t>& use_counts,
                          const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
@@ -189,10 +206,12 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
   std::sort(superseded.begin(), superseded.end());
   for (size_t i = begin; i < end; i++) {
     for (size_t j = 0; j < calls[i].outputs.size(); j++) {
-      // Nobody refers to an intermediate result any more (queued work holds it weakly), or a later output
-      // of the run took its block: the fused code need not write it, and must not write it over that output.
+      // Nobody refers to an intermediate result any more (queued work holds it weakly) and no later op of
+      // the run reads it, or a later output of the segment took its block: the fused code need not write
+      // it, and must not write it over that output.
       const bool dead = (g_skip_intermediate.load(std::memory_order_relaxed) && i + 1 != end &&
-                         use_counts[first_use_count[i] + j] == 0) ||
+                         use_counts[first_use_count[i] + j] == 0 &&
+                         !read_after(calls, end, calls[i].outputs[j].storage().data())) ||
                         std::binary_search(superseded.begin(), superseded.end(), std::make_pair(i - begin, j));
       h = mix(h, dead ? 0x0f : 0x1f);
       if (!dead) {
@@ -377,16 +396,25 @@ void FusedKernels::run(const std::vector<const at::Tensor*>& inputs, const std::
 bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count) {
   const c10::FunctionSchema* schema = &op.schema();
   if (g_fusible.count(schema) == 0) return false;
-  const bool float32_only = g_float32_only.count(schema) > 0;
-  if (!float32_only && g_numbers_float32_only.count(schema) == 0) return true;
-  bool number = false, sixteen_bit = false;
+  bool number = false;
+  at::ScalarType sixteen_bit = at::ScalarType::Undefined;  // a 16-bit float operand's type
   for (size_t i = 0; i < count; i++) {
     if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
     const at::Tensor& t = arguments[i].toTensor();
     number = number || is_wrapped_scalar(t);
-    sixteen_bit = sixteen_bit || t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+    if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) sixteen_bit = t.scalar_type();
   }
-  return !sixteen_bit || (!float32_only && !number);
+  if (sixteen_bit == at::ScalarType::Undefined) return true;
+  // ATen runs a call with a 0-dim operand through its scalar path and, per op, keeps that operand's value
+  // (mul: a float32 one multiplies in float32) or rounds it to the 16-bit type first (add); the generated
+  // code always rounds it.
+  for (size_t i = 0; i < count; i++) {
+    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
+    const at::Tensor& t = arguments[i].toTensor();
+    if (t.dim() == 0 && !is_wrapped_scalar(t) && t.scalar_type() != sixteen_bit) return false;
+  }
+  if (g_float32_only.count(schema) > 0) return false;
+  return !number || g_numbers_float32_only.count(schema) == 0;
 }
 
 bool runs_may_form() {

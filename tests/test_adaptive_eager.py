@@ -227,6 +227,52 @@ def test_a_run_output_in_the_block_of_a_freed_input_gives_the_unfused_bits(fusio
     assert torch.equal(fused, unfused) and torch.equal(fused, frees_its_input(x, w))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_16_bit_run_rounds_each_intermediate_as_unfused_eager(fusion, dtype):
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(64, generator=g) * 8).to(dtype), (torch.randn(64, generator=g) * 2).to(dtype)
+    dx, dy = x.to("neuron"), y.to("neuron")
+
+    def chain(a, b):  # no intermediate is kept: unrounded, they would stay in float32 inside the fused code
+        return ((a - b) * b).relu() * b
+
+    fused = warmed(chain, dx, dy).cpu()
+    assert stats.summary()["fused_ops"] == 4
+    assert torch.equal(fused, chain(x, y))
+
+
+def test_a_16_bit_call_with_a_0_dim_operand_of_another_dtype_runs_unfused_and_exact(fusion):
+    g = torch.Generator().manual_seed(0)
+    x, s = (torch.randn(64, generator=g) * 2).to(torch.bfloat16), torch.tensor(0.4567891)  # s: float32, 0-dim
+    dx, ds = x.to("neuron"), s.to("neuron")
+
+    def scaled(a, k):  # ATen multiplies by k's float32 value: rounded to bfloat16 first, other bits
+        return ((a * k) + a) * k
+
+    result = warmed(scaled, dx, ds).cpu()
+    assert stats.summary()["fused_ops"] == 0
+    assert torch.equal(result, scaled(x, s))
+
+
+def test_a_result_only_a_later_segment_of_the_run_reads_is_written(fusion):
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(8, 4, generator=g)
+    dy = y.to("neuron")
+
+    def split(a, b):
+        t = a * b  # not its segment's last op, and nobody refers to t when the run ends ...
+        u = b + 1.0
+        return u, t.t() * 2.0  # ... but this view of t starts the next segment, which reads t's block
+
+    for _ in range(4):  # new values each time: t's block must not keep the last call's t
+        x = torch.randn(8, 4, generator=g)
+        got = split(x.to("neuron"), dy)
+        torch.neuron.synchronize()
+        for r, expected in zip(got, split(x, y)):
+            assert torch.equal(r.cpu(), expected)
+    assert stats.summary()["fused_launches"] >= 1
+
+
 def test_a_view_of_a_run_result_splits_the_run(fusion):
     x = torch.randn(16)
     dx = x.to("neuron")

@@ -6,6 +6,8 @@ another NaN encoding (sign, payload) than ATen's kernel, which IEEE 754 leaves o
 Each entry's rule: ANY (every dtype), FLOAT32 (not with 16-bit float operands: the generated code and
 ATen differ in the last bit there), NUMBERS_FLOAT32 (with a Python number among the arguments only on
 float32: ATen rounds the number to the 16-bit type first, the generated code computes with it in float32).
+Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of another dtype stays unfused
+(csrc/fusion.cpp is_fusible_call says why).
 
 Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and

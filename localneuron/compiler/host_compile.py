@@ -85,7 +85,14 @@ def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> 
     inputs = [(tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
               for t in host_inputs]
     return key_of(FORMAT_VERSION, torch.__version__, localneuron.__version__, selected_target().name, host_isa(),
-                  _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm))
+                  _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm),
+                  _rounding_marks(gm))
+
+
+def _rounding_marks(gm) -> list:
+    """The nodes tracing marked for rounding to their 16-bit float type (emulate_precision_casts): the marks
+    change the generated code, and gm.code does not show them."""
+    return [n.name for n in gm.graph.nodes if n.meta.get("low_precision_pointwise_barrier")]
 
 
 def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
