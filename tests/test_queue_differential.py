@@ -523,18 +523,18 @@ def differences(expected: dict, got: dict) -> list[str]:
 
 @contextlib.contextmanager
 def mode(name: str):
-    """The execution mode: blocking, queued (small work on an idle stream runs in place), worker (every
+    """The execution mode: blocking, queued (short work on an idle stream runs in place), worker (every
     op to the worker thread) or fused (Adaptive Eager on)."""
     _C.synchronize_all()
     blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
     _C.set_launch_blocking(name == "blocking")
-    _C.set_run_in_place_max_bytes(0 if name == "worker" else -1)
+    _C.set_run_in_place_limits(*((0, 0) if name == "worker" else (-1, -1)))
     try:
         with engine.switched(name == "fused"):
             yield
     finally:
         _C.synchronize_all()
-        _C.set_run_in_place_max_bytes(-1)
+        _C.set_run_in_place_limits()
         _C.set_launch_blocking(blocking)
 
 
