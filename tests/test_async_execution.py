@@ -381,3 +381,14 @@ def test_arange_with_int_bounds_is_queued_and_with_float_bounds_waits_for_the_qu
         assert torch.neuron.current_stream().query()
         assert torch.equal(floats.cpu(), torch.arange(0.0, end, 0.5))
     assert torch.equal(ints.cpu(), torch.arange(3, 8))
+
+
+def test_an_op_drawing_from_the_default_generator_draws_when_issued():
+    x = torch.ones(64, 64, device="neuron")
+    for _ in range(3):  # the first call of a signature learns its outputs; later ones would be queued
+        torch.neuron._sleep(BUSY)
+        torch.manual_seed(1)
+        first = torch.nn.functional.dropout(x, 0.5)  # native_dropout: no generator argument
+        torch.manual_seed(1)
+        second = torch.nn.functional.dropout(x, 0.5)
+        assert torch.equal(first.cpu(), second.cpu())

@@ -4,8 +4,9 @@ A queued op hands Python its results before it runs, so its output shapes must f
 signature alone (csrc/queued_ops.h learns them from the first call). Everything else runs after the
 device's queue has drained: CPU fallbacks and the float64 route (Python reads device data), ops whose
 output shapes depend on the data (their meta kernel cannot say), out= variants (they may resize their
-outputs), ops drawing from a generator (the caller observes the generator's state), and ops with
-non-tensor results (except ints listed below). Views read no data: they run at once, without waiting for the queue.
+outputs), ops drawing from a generator, passed or the default one (the caller observes its state and
+seeds it between calls), and ops with non-tensor results (except ints listed below). Views read no
+data: they run at once, without waiting for the queue.
 """
 import torch
 
@@ -49,6 +50,8 @@ def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
     schema = op._schema
     if route == Route.PYTHON or not _queueable_schema(schema):
         return Execution.SYNCHRONOUS
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        return Execution.SYNCHRONOUS  # draws from a default generator (native_dropout has no generator argument)
     if schema.name in SHAPE_FROM_FLOAT_OR_STRING and _has_float_or_string(args, kwargs):
         return Execution.SYNCHRONOUS  # with ints alone (arange(start, end) in generate loops) the key fixes the shape
     static_shapes, _ = arguments.run_on_meta(op, args, kwargs)  # fails for data-dependent shapes
