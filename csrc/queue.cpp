@@ -26,6 +26,7 @@ namespace {
 
 // Python may run this far ahead of a worker; beyond it the issuing thread waits.
 constexpr uint64_t kMaxQueued = 128;
+constexpr uint64_t kNobodyWaits = ~0ULL;
 
 std::atomic<bool> g_blocking{false};
 std::atomic<bool> g_stopped{false};
@@ -101,6 +102,9 @@ struct StreamQueue {
   std::unique_ptr<FusedRun> pending;  // Adaptive Eager: fusible work held back to run fused; guarded by mu
   uint64_t enqueued = 0, completed = 0;  // items appended and run; guarded by mu
   uint64_t issued = 0;                   // work pushed (a fused run's ops one by one); guarded by mu
+  // The smallest `completed` a waiting thread needs; the worker wakes waiters only then, not after every
+  // item (each wake-up is a system call and two thread switches). Guarded by mu.
+  uint64_t wake_at = kNobodyWaits;
   std::atomic<uint64_t> passed{0};       // the seq of the last work that has run
   bool worker_waiting = false, stopping = false;
   std::atomic<bool> idle{true};
@@ -156,8 +160,17 @@ struct StreamQueue {
     }
   }
 
+  // Waits until `target` items have run.
+  void wait_completed(std::unique_lock<std::mutex>& lock, uint64_t target) {
+    wait_releasing_gil(lock, progressed, [&] {
+      if (completed >= target) return true;
+      wake_at = std::min(wake_at, target);
+      return false;
+    });
+  }
+
   void append(std::unique_lock<std::mutex>& lock, std::unique_ptr<QueuedWork> work) {
-    wait_releasing_gil(lock, progressed, [&] { return enqueued - completed < kMaxQueued; });
+    if (enqueued - completed >= kMaxQueued) wait_completed(lock, enqueued - kMaxQueued + 1);
     items.push_back(std::move(work));
     enqueued++;
     idle.store(false, std::memory_order_relaxed);
@@ -171,8 +184,7 @@ struct StreamQueue {
     if (idle.load(std::memory_order_acquire)) return;
     std::unique_lock<std::mutex> lock(mu);
     flush(lock);
-    const uint64_t target = enqueued;
-    wait_releasing_gil(lock, progressed, [&] { return completed >= target; });
+    wait_completed(lock, enqueued);
   }
 
   void stop() {
@@ -219,7 +231,10 @@ struct StreamQueue {
       std::lock_guard<std::mutex> lock(mu);
       completed++;
       if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
-      progressed.notify_all();
+      if (completed >= wake_at) {
+        wake_at = kNobodyWaits;
+        progressed.notify_all();
+      }
     }
   }
 
