@@ -14,7 +14,7 @@ from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
 from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.profiler import line_time
-from localneuron.runtime import host_syncs
+from localneuron.runtime import host_heap, host_syncs
 from localneuron.runtime.config import device_config
 from localneuron.runtime.environment import read
 
@@ -41,6 +41,7 @@ def register() -> None:
         raise RuntimeError(f"The PrivateUse1 device slot is already taken by '{name}'; localneuron needs it for "
                            "'neuron'. Only one PrivateUse1 backend can be loaded in a process.")
     config = device_config()
+    host_heap.keep_heap_for_reuse()
     launch_blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
     _C.configure_devices(len(config.visible_cores), config.hbm_bytes_per_core, config.target.name)
     if name != "neuron":
