@@ -10,6 +10,8 @@
 #include <ATen/EmptyTensor.h>
 
 #include <algorithm>
+#include <atomic>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -37,6 +39,10 @@ struct OutputSpec {
   bool queueable = false;
   std::vector<ReturnSpec> returns;
   int64_t new_bytes = 0;  // of the new tensors
+  // The op's out= overload, when every result is a new tensor: queued work writes the outputs allocated at
+  // enqueue directly instead of copying the functional kernel's results into them.
+  std::optional<c10::OperatorHandle> out_op;
+  mutable std::atomic<bool> out_failed{false};  // the out= kernel raised once: the functional one decides
 };
 
 std::shared_mutex g_specs_mutex;
@@ -119,6 +125,18 @@ std::string describe_value(const c10::IValue& v) {
   return out.str();
 }
 
+// Warnings kept back until it is known whether the run that raised them stands.
+class HeldWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override { held_.push_back(warning); }
+  void show(c10::WarningHandler* handler) const {
+    for (const c10::Warning& w : held_) handler->process(w);
+  }
+
+ private:
+  std::vector<c10::Warning> held_;
+};
+
 // The arguments are taken as host aliases when the op is enqueued, so what runs is what Python saw then,
 // even if a tensor's storage is swapped before the worker gets to it (`param.data = ...`); the device
 // storages are held weakly (queue.h: stream-ordered memory).
@@ -134,8 +152,60 @@ struct QueuedExecutable final : QueuedWork {
       : op(std::move(o)), exe(e), spec(s), device(d) {}
 
   void run() override {
-    torch::jit::Stack stack(host_arguments.begin(), host_arguments.end());
     const CurrentDeviceScope scope(device);
+    if (!(spec.out_op && !spec.out_failed.load(std::memory_order_relaxed) && run_out())) run_functional();
+    if (exe.route == Route::DeviceWrapInt64) {
+      for (const at::Tensor& t : host_outputs) wrap_to_int32(t);
+    }
+  }
+
+  // Whether the out= overload filled the outputs where they are. Should it raise, or resize or replace an
+  // output (huber_loss's out= computes into a resized result; the outputs' storages are not resizable,
+  // so that raises), the outputs are put back, the functional kernel runs instead (and raises the user's
+  // error, if it is one) and the signature keeps to it. The out= run's warnings are shown only if it
+  // stands: the functional run gives its own.
+  bool run_out() {
+    torch::jit::Stack stack(host_arguments.begin(), host_arguments.end());
+    stack.insert(stack.end(), host_outputs.begin(), host_outputs.end());
+    c10::SmallVector<c10::Storage, 2> storages;
+    for (const at::Tensor& t : host_outputs) storages.push_back(t.storage());
+    c10::WarningHandler* shown = c10::WarningUtils::get_warning_handler();
+    HeldWarnings held;
+    bool written = false;
+    try {
+      const c10::WarningUtils::WarningHandlerGuard guard(&held);
+      spec.out_op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      written = outputs_intact(storages);
+    } catch (const c10::Error&) {
+    }
+    if (written) {
+      held.show(shown);
+      return true;
+    }
+    spec.out_failed.store(true, std::memory_order_relaxed);
+    for (size_t k = 0; k < host_outputs.size(); k++) {
+      c10::TensorImpl* impl = host_outputs[k].unsafeGetTensorImpl();
+      const TensorSpec& t = spec.returns[k].tensors[0];
+      impl->set_storage_keep_dtype(storages[k]);
+      impl->set_sizes_and_strides(t.sizes, t.strides, 0);
+    }
+    return false;
+  }
+
+  bool outputs_intact(const c10::SmallVector<c10::Storage, 2>& storages) const {
+    for (size_t k = 0; k < host_outputs.size(); k++) {
+      const TensorSpec& t = spec.returns[k].tensors[0];
+      const at::Tensor& out = host_outputs[k];
+      if (!out.storage().is_alias_of(storages[k]) || out.sizes() != c10::IntArrayRef(t.sizes) ||
+          out.strides() != c10::IntArrayRef(t.strides) || out.storage_offset() != 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void run_functional() {
+    torch::jit::Stack stack(host_arguments.begin(), host_arguments.end());
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
     const char* name = op.schema().name().c_str();
     size_t next = 0;
@@ -153,9 +223,6 @@ struct QueuedExecutable final : QueuedWork {
       TORCH_CHECK(results.size() == r.tensors.size(), name, " returned ", results.size(), " tensors, not ",
                   r.tensors.size());
       for (size_t j = 0; j < r.tensors.size(); j++) fill_output(r.tensors[j], host_outputs[next++], results[j], name);
-    }
-    if (exe.route == Route::DeviceWrapInt64) {
-      for (const at::Tensor& t : host_outputs) wrap_to_int32(t);
     }
   }
 
@@ -183,6 +250,33 @@ struct QueuedExecutable final : QueuedWork {
     return call;
   }
 };
+
+// ATen's out= overload of `op` (name.out, or name.<overload>_out) when every result is one new tensor and it
+// takes exactly the op's arguments followed by one written tensor per result.
+std::optional<c10::OperatorHandle> out_overload(const c10::OperatorHandle& op, const OutputSpec& spec) {
+  if (spec.returns.empty()) return std::nullopt;
+  for (const ReturnSpec& r : spec.returns) {
+    if (r.is_list || r.tensors[0].kind != TensorSpec::New) return std::nullopt;
+  }
+  const c10::FunctionSchema& schema = op.schema();
+  const std::string& overload = schema.overload_name();
+  const std::optional<c10::OperatorHandle> out =
+      c10::Dispatcher::singleton().findOp({schema.name(), overload.empty() ? "out" : overload + "_out"});
+  if (!out || !out->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return std::nullopt;
+  const auto& arguments = schema.arguments();
+  const auto& out_arguments = out->schema().arguments();
+  if (out_arguments.size() != arguments.size() + schema.returns().size()) return std::nullopt;
+  for (size_t i = 0; i < arguments.size(); i++) {
+    if (arguments[i].name() != out_arguments[i].name() || *arguments[i].type() != *out_arguments[i].type()) {
+      return std::nullopt;
+    }
+  }
+  for (size_t i = arguments.size(); i < out_arguments.size(); i++) {
+    const c10::AliasInfo* alias = out_arguments[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || *out_arguments[i].type() != *c10::TensorType::get()) return std::nullopt;
+  }
+  return out;
+}
 
 TensorSpec spec_of(const at::Tensor& t, const c10::SmallVector<c10::IValue, 8>& arguments,
                    std::vector<const c10::StorageImpl*>& seen, bool& queueable) {
@@ -243,6 +337,7 @@ void push_results(const OutputSpec& spec, const std::vector<c10::IValue>& argume
     } else if (t.kind == TensorSpec::New) {
       result = allocate(t, device);
       host = cpu_alias(result);
+      host.storage().unsafeGetStorageImpl()->set_resizable(false);  // QueuedExecutable::run_out
       if (work != nullptr) work->hold(result.storage());
     }
     if (work != nullptr) work->host_outputs.push_back(host);
@@ -346,6 +441,7 @@ void learn_outputs(const c10::OperatorHandle& op, const c10::SmallVector<c10::IV
       }
     }
   }
+  spec->out_op = out_overload(op, *spec);
   store_spec(layout_of(key, arguments.begin(), arguments.end()), std::move(spec));
 }
 
