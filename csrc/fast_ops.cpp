@@ -38,6 +38,8 @@ constexpr FastOpName kFastOps[] = {
     {"aten::sub", "Tensor", "out", Form::BinaryAlpha},
     {"aten::mul", "Tensor", "out", Form::Binary},
     {"aten::div", "Tensor", "out", Form::Binary},
+    {"aten::mm", "", "out", Form::Binary},
+    {"aten::bmm", "", "out", Form::Binary},
     {"aten::pow", "Tensor_Scalar", "Tensor_Scalar_out", Form::TensorScalar},
     {"aten::neg", "", "out", Form::Unary},
     {"aten::rsqrt", "", "out", Form::Unary},
