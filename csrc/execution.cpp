@@ -150,10 +150,15 @@ c10::DeviceIndex device_of(const torch::jit::Stack& stack, size_t begin) {
 }
 
 void wrap_to_int32(const at::Tensor& t) {
-  if (t.defined() && t.scalar_type() == at::kLong) {
-    at::Tensor host = cpu_alias(t);  // itself when t is already a host alias
-    host.copy_(host.to(at::kInt));
+  if (!t.defined() || t.scalar_type() != at::kLong) return;
+  at::Tensor host = cpu_alias(t);  // itself when t is already a host alias
+  if (host.is_contiguous()) {
+    int64_t* values = host.mutable_data_ptr<int64_t>();
+    // the conversion wraps modulo 2^32 (C++20; GCC and Clang did before)
+    for (int64_t i = 0, n = host.numel(); i < n; i++) values[i] = static_cast<int32_t>(values[i]);
+    return;
   }
+  host.copy_(host.to(at::kInt));
 }
 
 void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {

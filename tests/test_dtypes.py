@@ -52,6 +52,12 @@ def test_int64_wraps_around_like_int32():
     assert out.dtype == torch.int64
     assert out.cpu().tolist() == [-(2**31), 6]
     assert (big + 1).tolist() == [2**31, 6]  # the host keeps 64 bits
+    grid = torch.tensor([[2**31 - 1, -(2**31)], [2**31 - 2, 3]], dtype=torch.int64)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        transposed = grid.neuron().t() * 3  # a non-contiguous result
+    assert not transposed.is_contiguous()
+    assert torch.equal(transposed.cpu(), (grid.t().int() * 3).long())
 
 
 def test_64bit_warnings_are_given_once_per_dtype():
