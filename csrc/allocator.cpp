@@ -350,7 +350,7 @@ void StreamUses::clear() {
   overflow_ = false;
 }
 
-void note_stream_use(const std::vector<WeakStorage>& storages, const StreamPosition& position) {
+void note_stream_use(c10::ArrayRef<WeakStorage> storages, const StreamPosition& position) {
   for (const WeakStorage& weak : storages) {
     // Alive: the thread queuing the work holds the tensors it passed.
     if (StreamUses* uses = stream_uses_of(weak._unsafe_get_target()->data_ptr())) uses->note(position);

@@ -31,7 +31,7 @@ class StreamUses {
 };
 
 // Stamps the device blocks of `storages` as used by the work queued at `position`.
-void note_stream_use(const std::vector<WeakStorage>& storages, const StreamPosition& position);
+void note_stream_use(c10::ArrayRef<WeakStorage> storages, const StreamPosition& position);
 // Tensor.record_stream: the bytes behind `ptr` are in use by everything queued on `stream` so far.
 void record_stream_use(const c10::DataPtr& ptr, const c10::Stream& stream);
 

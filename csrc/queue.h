@@ -17,6 +17,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
+#include <c10/util/SmallVector.h>
 
 #include "executable_cache.h"
 #include "issuer_state.h"
@@ -69,7 +70,7 @@ struct QueuedWork {
   // alive (a tensor freed in Python returns to the allocator at once), only the storage objects, so that
   // the work's blocks can be stamped when it is queued and fusion can tell dead outputs.
   void hold(const c10::Storage& storage) { held.emplace_back(storage.getWeakStorageImpl()); }
-  std::vector<WeakStorage> held;
+  c10::SmallVector<WeakStorage, 3> held;  // a binary op's two inputs and output without a heap allocation
   SourceLine source;
   Launch launch;        // recorded for the trace once the work has run
   IssuerState issuer;   // taken when the work is queued; the worker runs it under this state
