@@ -394,6 +394,19 @@ def test_an_op_drawing_from_the_default_generator_draws_when_issued():
         assert torch.equal(first.cpu(), second.cpu())
 
 
+def test_fused_attention_is_queued_although_tagged_as_drawing_random_numbers():
+    """The device's fused attention takes no dropout (its host kernel refuses it), so it draws nothing and
+    need not wait for the queue as ops that draw from the default generator do."""
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    dq, dk, dv = (t.to("neuron") for t in (q, k, v))
+    attention = torch.nn.functional.scaled_dot_product_attention
+    attention(dq, dk, dv).cpu()  # learned: later calls are queued
+    torch.neuron._sleep(BUSY)
+    queued = attention(dq, dk, dv, is_causal=False)
+    assert not torch.neuron.current_stream().query()
+    torch.testing.assert_close(queued.cpu(), attention(q, k, v))
+
+
 def test_queued_work_writes_its_outputs_in_place_or_falls_back_to_the_functional_kernel(capfd):
     """Queued work runs the op's out= overload into the outputs handed to Python at issue; huber_loss's out=
     computes into a resized result (its outputs cannot be resized), so it falls back to the functional

@@ -35,6 +35,13 @@ INT_RESULTS_FROM_SHAPES = {
 }
 
 
+# op -> why it draws no random numbers although tagged nondeterministic_seeded (such ops run when issued)
+SEEDED_TAG_WITHOUT_DRAWS = {
+    "aten::_scaled_dot_product_fused_attention_overrideable":
+        "dropout only; its host kernel (csrc/attention.cpp, CPU flash attention) refuses dropout_p > 0",
+}
+
+
 # Ops that change their argument's sizes, strides or storage in place (ATen tag inplace_view): Python reads
 # the new shape as soon as the op returns, so the device tensor must change when the op is issued. Those
 # that re-describe the same bytes run at once, as views do; these may reallocate, and run when the queue
@@ -50,7 +57,7 @@ def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
     schema = op._schema
     if route == Route.PYTHON or not _queueable_schema(schema):
         return Execution.SYNCHRONOUS
-    if torch.Tag.nondeterministic_seeded in op.tags:
+    if torch.Tag.nondeterministic_seeded in op.tags and schema.name not in SEEDED_TAG_WITHOUT_DRAWS:
         return Execution.SYNCHRONOUS  # draws from a default generator (native_dropout has no generator argument)
     if schema.name in SHAPE_FROM_FLOAT_OR_STRING and _has_float_or_string(args, kwargs):
         return Execution.SYNCHRONOUS  # with ints alone (arange(start, end) in generate loops) the key fixes the shape
