@@ -98,14 +98,15 @@ bool runs_inline();
 void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);
 
 // Work whose host kernel takes at most this long (measured: Executable::host_ns) runs on the issuing
-// thread when its stream has nothing queued or held back: handing it to the worker costs more than
-// running it (building the queue entry, a wake-up, two thread switches), and with nothing ahead of it
-// running it now keeps stream order. Longer work goes to the worker, where overlap with Python pays.
-// Before its first measurement, work counts by the bytes it touches. Measured with
-// benchmarks/eager_overhead.py --run-in-place-max-ns: at 20 µs a greedy decode step's gemvs went to the
-// worker and every small op behind them queued too (HF Llama generate 1.39x eager CPU against 1.21-1.24x
-// at 100 µs to 1 ms); training steps and the no-grad forward moved within the noise (±5%).
-constexpr int64_t kRunInPlaceMaxNs = 100'000;
+// thread when its stream has nothing queued or held back: handing it over costs the issuing thread about
+// as much (building the queue entry, waking the worker), and with nothing ahead of it running it now keeps
+// stream order. Longer work goes to the worker, where it overlaps with Python. Before its first
+// measurement, work counts by the bytes it touches. Measured with benchmarks/eager_overhead.py
+// --run-in-place-max-ns (2 cores, load ~1): with 0, 5 µs or every op handed over, the HF Llama steps ran
+// at 0.96-0.98x eager CPU (geomean) and the small steps at 0.91-1.16x; at 100 µs, 1.05x, because a
+// greedy decode step's work then stayed on the issuing thread (generate 1.18x against 1.06x). The worker
+// needs a core of its own: on one core, or a machine busy with other work, blocking mode is as fast.
+constexpr int64_t kRunInPlaceMaxNs = 2'000;
 constexpr int64_t kRunInPlaceMaxBytes = 256 * 1024;
 // Queued-op semantics either way: runs `work` in place (see kRunInPlaceMaxNs) or enqueues it; an
 // error is held for the device's next synchronisation point, naming the issuing line.
