@@ -5,6 +5,21 @@ import pytest
 import torch
 
 from conftest import run_python
+from localneuron import _C
+from localneuron.ops import op_records
+
+
+@pytest.fixture
+def on_host(monkeypatch):
+    """on_host(*op names) makes those ops CPU fallbacks for one test. The executors compiled for earlier
+    signatures are dropped before and after, so the rule applies to this test alone."""
+    def route(*names):
+        for name in names:
+            monkeypatch.setitem(op_records.OP_SUPPORT, name, op_records.CPU_FALLBACK)
+        _C.clear_executables()
+    yield route
+    monkeypatch.undo()
+    _C.clear_executables()
 
 
 def test_fallback_op_matches_cpu_and_is_tracked_and_warned_once(tracking):
@@ -49,6 +64,37 @@ def test_in_place_fallback_writes_back_into_views(quiet):
     filled = n.cpu()
     assert (filled[1:3, ::2] > 0).all() and filled[0].eq(0).all() and filled[1:3, 1::2].eq(0).all()
     del gen
+
+
+def test_fallback_writes_out_arguments_back_resized_and_returns_them(quiet):
+    x = torch.randn(5, 3)
+    want = torch.linalg.qr(x)
+
+    def check(result, q, r):
+        assert result[0] is q and result[1] is r and q.shape == (5, 3) and r.shape == (3, 3)
+        torch.testing.assert_close(q.cpu(), want.Q)
+        torch.testing.assert_close(r.cpu(), want.R)
+
+    q, r = torch.empty(0, device="neuron"), torch.empty(0, device="neuron")
+    check(torch.linalg.qr(x.neuron(), out=(q, r)), q, r)
+    with torch.inference_mode():  # no autograd kernel in between: Python gets the results the fallback returns
+        q, r = torch.empty(0, device="neuron"), torch.empty(0, device="neuron")
+        check(torch.ops.aten.linalg_qr.out(x.neuron(), Q=q, R=r), q, r)
+
+
+def test_fallback_of_tensor_list_arguments(on_host, tracking, quiet):
+    on_host("aten::cat", "aten::_index_put_impl_")
+    a, b = torch.randn(2, 3), torch.randn(4, 3)
+    out = torch.empty(0, device="neuron")
+    assert torch.cat([a.neuron(), b.neuron()], out=out) is out  # Tensor[], and out= resized
+    assert torch.equal(out.cpu(), torch.cat([a, b]))
+    # x[:, i] = v is _index_put_impl_(x, [None, i], v): Tensor?[] holding None, written into a strided view
+    base, index, values = torch.zeros(4, 8), torch.tensor([0, 2]), torch.randn(4, 2)
+    base[:, ::2][:, index] = values
+    on_device = torch.zeros(4, 8, device="neuron")
+    on_device[:, ::2][:, index.neuron()] = values.neuron()
+    assert torch.equal(on_device.cpu(), base)
+    assert tracking.get_fallback_ops() == ["aten::_index_put_impl_", "aten::cat"]
 
 
 def test_rng_fallback_draws_from_the_neuron_generator(quiet):

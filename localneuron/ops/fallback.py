@@ -1,38 +1,68 @@
 """CPU fallback, as TorchNeuron does it: copy the inputs to the host, run the host kernel, copy the
 results back to the device (in-place and out= arguments are written back into the device tensors
-they came from, so views and strides are kept)."""
+they came from, so views and strides are kept).
+
+Every call of a fallback op comes through here, so the walk over its arguments is one plain pass (an op's
+arguments are values or flat lists of them: Tensor[], Tensor?[], int[]) and the schema facts are cached."""
 import torch
 
 from localneuron import _C
 from localneuron.ops import arguments
 
 
-def _to_host(x):
-    if isinstance(x, torch.Tensor) and x.device.type == "neuron":
-        return x.cpu()
-    if isinstance(x, torch.device) and x.type == "neuron":
-        return torch.device("cpu")
-    if isinstance(x, torch.Generator) and x.device.type == "neuron":
-        return _C.host_twin(x)
-    return x
+class _HostCopies:
+    """Host copies of one call's arguments, remembering which neuron device the results go to."""
+
+    def __init__(self):
+        self.tensor_device = None  # of the first neuron tensor, in argument order
+        self.named_device = None  # the first neuron torch.device argument
+
+    def of(self, x):
+        if isinstance(x, torch.Tensor):
+            device = x.device
+            if device.type != "neuron":
+                return x
+            if self.tensor_device is None:
+                self.tensor_device = device
+            return x.cpu()
+        if isinstance(x, list):
+            return [self.of(e) for e in x]
+        if isinstance(x, tuple):
+            return tuple(self.of(e) for e in x)
+        if isinstance(x, torch.device) and x.type == "neuron":
+            if self.named_device is None:
+                self.named_device = x
+            return torch.device("cpu")
+        if isinstance(x, torch.Generator) and x.device.type == "neuron":
+            return _C.host_twin(x)
+        return x
+
+    def output_device(self) -> torch.device:
+        if self.tensor_device is not None:
+            return self.tensor_device
+        index = self.named_device.index if self.named_device is not None else None
+        return torch.device("neuron", index if index is not None else torch.neuron.current_device())
 
 
 def run_on_host(op, args, kwargs, kernel=None):
     """`kernel(*host_args, **host_kwargs)` replaces the op's host kernel when given."""
     schema = op._schema
-    device = arguments.output_device(args, kwargs)
-    host_args = arguments.tree_map(_to_host, args)
-    host_kwargs = arguments.tree_map(_to_host, kwargs)
+    copies = _HostCopies()
+    host_args = [copies.of(x) for x in args]
+    host_kwargs = {name: copies.of(x) for name, x in kwargs.items()}
+    device = copies.output_device()
     for name in arguments.generator_argument_names(schema):
         if host_kwargs.get(name, 0) is None:
             host_kwargs[name] = _C.host_generator(device.index)
     result = (kernel or op)(*host_args, **host_kwargs)
 
-    originals = arguments.bind(schema, args, kwargs)
-    hosts = arguments.bind(schema, host_args, host_kwargs)
     written_back = {}
-    for name in arguments.mutated_argument_names(schema):
-        _write_back(originals[name], hosts[name], written_back)
+    mutated = arguments.mutated_argument_names(schema)
+    if mutated:
+        originals = arguments.bind(schema, args, kwargs)
+        hosts = arguments.bind(schema, host_args, host_kwargs)
+        for name in mutated:
+            _write_back(originals[name], hosts[name], written_back)
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
         original = written_back.get(id(t))
