@@ -115,6 +115,20 @@ def test_rng_fallback_draws_from_the_neuron_generator(quiet):
     assert torch.equal(e.cpu(), torch.rand(4, device="neuron").cpu())
 
 
+def test_positional_generator_argument_omitted_draws_from_the_neuron_generator(quiet):
+    rates = torch.full((64,), 4.0, device="neuron")
+    host_state = torch.get_rng_state()
+    torch.neuron.manual_seed(1)
+    a = torch.poisson(rates)  # poisson(Tensor self, Generator? generator=None): the generator is positional
+    torch.neuron.manual_seed(1)
+    assert torch.equal(a.cpu(), torch.poisson(rates).cpu())
+    assert torch.equal(torch.get_rng_state(), host_state)
+    g = torch.Generator(device="neuron").manual_seed(2)
+    b = torch.poisson(rates, g)
+    g.manual_seed(2)
+    assert torch.equal(b.cpu(), torch.poisson(rates, g).cpu())
+
+
 def test_fallback_error_switch_turns_every_fallback_into_an_error():
     code = ("import torch\n"
             "x = torch.eye(3, device='neuron') * 2\n"

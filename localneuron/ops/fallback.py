@@ -33,9 +33,7 @@ class _HostCopies:
             if self.named_device is None:
                 self.named_device = x
             return torch.device("cpu")
-        if isinstance(x, torch.Generator) and x.device.type == "neuron":
-            return _C.host_twin(x)
-        return x
+        return x  # generators are exchanged by _use_host_generators
 
     def output_device(self) -> torch.device:
         if self.tensor_device is not None:
@@ -51,9 +49,7 @@ def run_on_host(op, args, kwargs, kernel=None):
     host_args = [copies.of(x) for x in args]
     host_kwargs = {name: copies.of(x) for name, x in kwargs.items()}
     device = copies.output_device()
-    for name in arguments.generator_argument_names(schema):
-        if host_kwargs.get(name, 0) is None:
-            host_kwargs[name] = _C.host_generator(device.index)
+    _use_host_generators(schema, host_args, host_kwargs, device)
     result = (kernel or op)(*host_args, **host_kwargs)
 
     written_back = {}
@@ -69,6 +65,25 @@ def run_on_host(op, args, kwargs, kernel=None):
         return original if original is not None else t.to(device)
 
     return arguments.map_tensors(to_device, result)
+
+
+def _use_host_generators(schema, host_args: list, host_kwargs: dict, device: torch.device) -> None:
+    """Generator arguments, positional (poisson(self, generator)) or keyword, as the host kernel must see them."""
+    positions = arguments.positions(schema)
+    for name in arguments.generator_argument_names(schema):
+        index = positions.get(name, len(host_args))
+        if index < len(host_args):
+            host_args[index] = _host_generator(host_args[index], device)
+        elif name in host_kwargs:
+            host_kwargs[name] = _host_generator(host_kwargs[name], device)
+
+
+def _host_generator(generator, device: torch.device):
+    if generator is None:  # the device's default generator, not the host's
+        return _C.host_generator(device.index)
+    if isinstance(generator, torch.Generator) and generator.device.type == "neuron":
+        return _C.host_twin(generator)
+    return generator
 
 
 def _write_back(original, host, written_back: dict) -> None:
