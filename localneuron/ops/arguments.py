@@ -74,16 +74,23 @@ def bind(schema, args, kwargs) -> dict:
     return bound
 
 
+def map_values(fn, value):
+    """`value` with fn applied to each of its leaves: an op's arguments and results are values (tensors, None,
+    numbers, devices...) or lists and tuples of them. Lists stay lists, every tuple becomes a plain tuple."""
+    if isinstance(value, list):
+        return [map_values(fn, x) for x in value]
+    if isinstance(value, tuple):
+        return tuple(map_values(fn, x) for x in value)
+    return fn(value)
+
+
+def map_arguments(fn, args, kwargs) -> tuple[list, dict]:
+    """(args, kwargs) with fn applied to each leaf, in argument order (positional, then keyword)."""
+    return [map_values(fn, x) for x in args], {name: map_values(fn, x) for name, x in kwargs.items()}
+
+
 def map_tensors(fn, result):
-    """`result` with fn applied to its tensors: an op's result is a tensor, None, a number, or lists and
-    tuples of those (lists stay lists, every tuple becomes a plain tuple: the executor reads any sequence)."""
-    if isinstance(result, torch.Tensor):
-        return fn(result)
-    if isinstance(result, list):
-        return [map_tensors(fn, x) for x in result]
-    if isinstance(result, tuple):
-        return tuple(map_tensors(fn, x) for x in result)
-    return result
+    return map_values(lambda x: fn(x) if isinstance(x, torch.Tensor) else x, result)
 
 
 def uses_float64(args, kwargs) -> bool:

@@ -29,8 +29,7 @@ def wrap_to_int32(t: torch.Tensor) -> torch.Tensor:
 def run_narrowed(op, args, kwargs, expected_dtypes):
     schema = op._schema
     narrowed: dict = {}
-    small_args = arguments.tree_map(lambda x: _narrow(x, narrowed), args)
-    small_kwargs = arguments.tree_map(lambda x: _narrow(x, narrowed), kwargs)
+    small_args, small_kwargs = arguments.map_arguments(lambda x: _narrow(x, narrowed), args, kwargs)
     previous = _C.set_device_route_only(True)
     try:
         result = op(*small_args, **small_kwargs)

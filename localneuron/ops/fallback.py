@@ -2,8 +2,7 @@
 results back to the device (in-place and out= arguments are written back into the device tensors
 they came from, so views and strides are kept).
 
-Every call of a fallback op comes through here, so the walk over its arguments is one plain pass (an op's
-arguments are values or flat lists of them: Tensor[], Tensor?[], int[]) and the schema facts are cached."""
+Every call of a fallback op comes through here: one plain pass over its arguments, schema facts cached."""
 import torch
 
 from localneuron import _C
@@ -25,10 +24,6 @@ class _HostCopies:
             if self.tensor_device is None:
                 self.tensor_device = device
             return x.cpu()
-        if isinstance(x, list):
-            return [self.of(e) for e in x]
-        if isinstance(x, tuple):
-            return tuple(self.of(e) for e in x)
         if isinstance(x, torch.device) and x.type == "neuron":
             if self.named_device is None:
                 self.named_device = x
@@ -46,8 +41,7 @@ def run_on_host(op, args, kwargs, kernel=None):
     """`kernel(*host_args, **host_kwargs)` replaces the op's host kernel when given."""
     schema = op._schema
     copies = _HostCopies()
-    host_args = [copies.of(x) for x in args]
-    host_kwargs = {name: copies.of(x) for name, x in kwargs.items()}
+    host_args, host_kwargs = arguments.map_arguments(copies.of, args, kwargs)
     device = copies.output_device()
     _use_host_generators(schema, host_args, host_kwargs, device)
     result = (kernel or op)(*host_args, **host_kwargs)
