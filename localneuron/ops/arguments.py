@@ -74,6 +74,16 @@ def bind(schema, args, kwargs) -> dict:
     return bound
 
 
+def written_arguments(schema, call: tuple, replaced: tuple) -> list[tuple]:
+    """(value in `call`, value in `replaced`) for each argument the op writes; `call` and `replaced` are
+    (args, kwargs) of the same call, as issued and as handed to the kernel that ran it."""
+    mutated = mutated_argument_names(schema)
+    if not mutated:
+        return []
+    originals, replacements = bind(schema, *call), bind(schema, *replaced)
+    return [(originals[name], replacements[name]) for name in mutated]
+
+
 def map_values(fn, value):
     """`value` with fn applied to each of its leaves: an op's arguments and results are values (tensors, None,
     numbers, devices...) or lists and tuples of them. Lists stay lists, every tuple becomes a plain tuple."""

@@ -36,10 +36,8 @@ def run_narrowed(op, args, kwargs, expected_dtypes):
     finally:
         _C.set_device_route_only(previous)
 
-    originals = arguments.bind(schema, args, kwargs)
-    smalls = arguments.bind(schema, small_args, small_kwargs)
-    for name in arguments.mutated_argument_names(schema):
-        _write_back(originals[name], smalls[name])
+    for original, small in arguments.written_arguments(schema, (args, kwargs), (small_args, small_kwargs)):
+        _write_back(original, small)
 
     flat_expected = iter(expected_dtypes or ())
 

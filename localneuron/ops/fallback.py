@@ -47,12 +47,8 @@ def run_on_host(op, args, kwargs, kernel=None):
     result = (kernel or op)(*host_args, **host_kwargs)
 
     written_back = {}
-    mutated = arguments.mutated_argument_names(schema)
-    if mutated:
-        originals = arguments.bind(schema, args, kwargs)
-        hosts = arguments.bind(schema, host_args, host_kwargs)
-        for name in mutated:
-            _write_back(originals[name], hosts[name], written_back)
+    for original, host in arguments.written_arguments(schema, (args, kwargs), (host_args, host_kwargs)):
+        _write_back(original, host, written_back)
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
         original = written_back.get(id(t))
