@@ -75,6 +75,21 @@ def test_64bit_warnings_are_given_once_per_dtype():
     assert r.stderr.count("int64 tensors are computed in int32 on Neuron") == 1
 
 
+def test_64bit_warning_skips_tensor_printing_but_not_the_same_op_called_after():
+    code = ("import warnings, torch\n"
+            "x = torch.tensor([1.5, -2.25, 3.0], dtype=torch.float64).to('neuron')\n"
+            "with warnings.catch_warnings(record=True) as printing:\n"
+            "    warnings.simplefilter('always')\n"
+            "    print(x)  # computes abs() of the float64 values, among others\n"
+            "with warnings.catch_warnings(record=True) as user:\n"
+            "    warnings.simplefilter('always')\n"
+            "    x.abs()\n"
+            "print([len([w for w in caught if 'float64 tensors' in str(w.message)]) for caught in (printing, user)])\n")
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "[0, 1]"
+
+
 def test_int64_indices_run_directly():
     emb = torch.nn.Embedding(10, 4)
     idx = torch.tensor([[1, 2], [9, 0]])

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from conftest import run_python
+from localneuron.ops import op_records
 
 
 def test_fallback_op_matches_cpu_and_is_tracked_and_warned_once(tracking):
@@ -51,6 +52,39 @@ def test_in_place_fallback_writes_back_into_views(quiet):
     del gen
 
 
+def test_fallback_writes_out_arguments_back_resized_and_returns_them(quiet):
+    x = torch.randn(5, 3)
+    want = torch.linalg.qr(x)
+
+    def check(result, q, r):
+        assert result[0] is q and result[1] is r and q.shape == (5, 3) and r.shape == (3, 3)
+        torch.testing.assert_close(q.cpu(), want.Q)
+        torch.testing.assert_close(r.cpu(), want.R)
+
+    q, r = torch.empty(0, device="neuron"), torch.empty(0, device="neuron")
+    check(torch.linalg.qr(x.neuron(), out=(q, r)), q, r)
+    with torch.inference_mode():  # no autograd kernel in between: Python gets the results the fallback returns
+        q, r = torch.empty(0, device="neuron"), torch.empty(0, device="neuron")
+        check(torch.ops.aten.linalg_qr.out(x.neuron(), Q=q, R=r), q, r)
+
+
+def test_fallback_of_tensor_list_arguments(tracking, quiet, monkeypatch):
+    # the rules apply to signatures compiled from now on: these shapes are this test's own
+    for name in ("aten::cat", "aten::_index_put_impl_"):
+        monkeypatch.setitem(op_records.OP_SUPPORT, name, op_records.CPU_FALLBACK)
+    a, b = torch.randn(2, 11), torch.randn(3, 11)
+    out = torch.empty(0, device="neuron")
+    assert torch.cat([a.neuron(), b.neuron()], out=out) is out  # Tensor[], and out= resized
+    assert torch.equal(out.cpu(), torch.cat([a, b]))
+    # x[:, i] = v is _index_put_impl_(x, [None, i], v): Tensor?[] holding None, written into a strided view
+    base, index, values = torch.zeros(3, 22), torch.tensor([0, 7]), torch.randn(3, 2)
+    base[:, ::2][:, index] = values
+    on_device = torch.zeros(3, 22, device="neuron")
+    on_device[:, ::2][:, index.neuron()] = values.neuron()
+    assert torch.equal(on_device.cpu(), base)
+    assert tracking.get_fallback_ops() == ["aten::_index_put_impl_", "aten::cat"]
+
+
 def test_rng_fallback_draws_from_the_neuron_generator(quiet):
     torch.neuron.manual_seed(123)
     a = torch.randn(5, device="neuron")
@@ -67,6 +101,20 @@ def test_rng_fallback_draws_from_the_neuron_generator(quiet):
     e = torch.rand(4, device="neuron")
     torch.neuron.set_rng_state(state)
     assert torch.equal(e.cpu(), torch.rand(4, device="neuron").cpu())
+
+
+def test_positional_generator_argument_omitted_draws_from_the_neuron_generator(quiet):
+    rates = torch.full((64,), 4.0, device="neuron")
+    host_state = torch.get_rng_state()
+    torch.neuron.manual_seed(1)
+    a = torch.poisson(rates)  # poisson(Tensor self, Generator? generator=None): the generator is positional
+    torch.neuron.manual_seed(1)
+    assert torch.equal(a.cpu(), torch.poisson(rates).cpu())
+    assert torch.equal(torch.get_rng_state(), host_state)
+    g = torch.Generator(device="neuron").manual_seed(2)
+    b = torch.poisson(rates, g)
+    g.manual_seed(2)
+    assert torch.equal(b.cpu(), torch.poisson(rates, g).cpu())
 
 
 def test_fallback_error_switch_turns_every_fallback_into_an_error():

@@ -29,18 +29,15 @@ def wrap_to_int32(t: torch.Tensor) -> torch.Tensor:
 def run_narrowed(op, args, kwargs, expected_dtypes):
     schema = op._schema
     narrowed: dict = {}
-    small_args = arguments.tree_map(lambda x: _narrow(x, narrowed), args)
-    small_kwargs = arguments.tree_map(lambda x: _narrow(x, narrowed), kwargs)
+    small_args, small_kwargs = arguments.map_arguments(lambda x: _narrow(x, narrowed), args, kwargs)
     previous = _C.set_device_route_only(True)
     try:
         result = op(*small_args, **small_kwargs)
     finally:
         _C.set_device_route_only(previous)
 
-    originals = arguments.bind(schema, args, kwargs)
-    smalls = arguments.bind(schema, small_args, small_kwargs)
-    for name in arguments.mutated_argument_names(schema):
-        _write_back(originals[name], smalls[name])
+    for original, small in arguments.written_arguments(schema, (args, kwargs), (small_args, small_kwargs)):
+        _write_back(original, small)
 
     flat_expected = iter(expected_dtypes or ())
 

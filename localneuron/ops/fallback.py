@@ -1,44 +1,79 @@
 """CPU fallback, as TorchNeuron does it: copy the inputs to the host, run the host kernel, copy the
 results back to the device (in-place and out= arguments are written back into the device tensors
-they came from, so views and strides are kept)."""
+they came from, so views and strides are kept).
+
+Every call of a fallback op comes through here: one plain pass over its arguments, schema facts cached."""
 import torch
 
 from localneuron import _C
 from localneuron.ops import arguments
 
 
-def _to_host(x):
-    if isinstance(x, torch.Tensor) and x.device.type == "neuron":
-        return x.cpu()
-    if isinstance(x, torch.device) and x.type == "neuron":
-        return torch.device("cpu")
-    if isinstance(x, torch.Generator) and x.device.type == "neuron":
-        return _C.host_twin(x)
-    return x
+class _HostCopies:
+    """Host copies of one call's arguments, remembering which neuron device the results go to."""
+
+    def __init__(self):
+        self.tensor_device = None  # of the first neuron tensor, in argument order
+        self.named_device = None  # the first neuron torch.device argument
+
+    def of(self, x):
+        if isinstance(x, torch.Tensor):
+            device = x.device
+            if device.type != "neuron":
+                return x
+            if self.tensor_device is None:
+                self.tensor_device = device
+            return x.cpu()
+        if isinstance(x, torch.device) and x.type == "neuron":
+            if self.named_device is None:
+                self.named_device = x
+            return torch.device("cpu")
+        return x  # generators are exchanged by _use_host_generators
+
+    def output_device(self) -> torch.device:
+        if self.tensor_device is not None:
+            return self.tensor_device
+        index = self.named_device.index if self.named_device is not None else None
+        return torch.device("neuron", index if index is not None else torch.neuron.current_device())
 
 
 def run_on_host(op, args, kwargs, kernel=None):
     """`kernel(*host_args, **host_kwargs)` replaces the op's host kernel when given."""
     schema = op._schema
-    device = arguments.output_device(args, kwargs)
-    host_args = arguments.tree_map(_to_host, args)
-    host_kwargs = arguments.tree_map(_to_host, kwargs)
-    for name in arguments.generator_argument_names(schema):
-        if host_kwargs.get(name, 0) is None:
-            host_kwargs[name] = _C.host_generator(device.index)
+    copies = _HostCopies()
+    host_args, host_kwargs = arguments.map_arguments(copies.of, args, kwargs)
+    device = copies.output_device()
+    _use_host_generators(schema, host_args, host_kwargs, device)
     result = (kernel or op)(*host_args, **host_kwargs)
 
-    originals = arguments.bind(schema, args, kwargs)
-    hosts = arguments.bind(schema, host_args, host_kwargs)
     written_back = {}
-    for name in arguments.mutated_argument_names(schema):
-        _write_back(originals[name], hosts[name], written_back)
+    for original, host in arguments.written_arguments(schema, (args, kwargs), (host_args, host_kwargs)):
+        _write_back(original, host, written_back)
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
         original = written_back.get(id(t))
         return original if original is not None else t.to(device)
 
     return arguments.map_tensors(to_device, result)
+
+
+def _use_host_generators(schema, host_args: list, host_kwargs: dict, device: torch.device) -> None:
+    """Generator arguments, positional (poisson(self, generator)) or keyword, as the host kernel must see them."""
+    positions = arguments.positions(schema)
+    for name in arguments.generator_argument_names(schema):
+        index = positions.get(name, len(host_args))
+        if index < len(host_args):
+            host_args[index] = _host_generator(host_args[index], device)
+        elif name in host_kwargs:
+            host_kwargs[name] = _host_generator(host_kwargs[name], device)
+
+
+def _host_generator(generator, device: torch.device):
+    if generator is None:  # the device's default generator, not the host's
+        return _C.host_generator(device.index)
+    if isinstance(generator, torch.Generator) and generator.device.type == "neuron":
+        return _C.host_twin(generator)
+    return generator
 
 
 def _write_back(original, host, written_back: dict) -> None:

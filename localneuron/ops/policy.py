@@ -23,6 +23,7 @@ FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
 
 _expected_dtypes: dict[int, list] = {}
+_wide_dtypes: dict[int, frozenset] = {}  # executable id -> its 64-bit tensor dtypes (the signature fixes them)
 _host_kernel_fixes: dict = {}  # executable id -> HostKernelFix
 
 
@@ -77,7 +78,7 @@ def on_miss(op, args, kwargs):
         route = Route.PYTHON if arguments.uses_float64(args, kwargs) else Route.DEVICE_WRAP_INT64
         if route == Route.DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
             call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
-        _warn_64bit(args, kwargs)
+        _warn_64bit(_sixty_four_bit_dtypes(args, kwargs))
     else:
         route = Route.DEVICE
     eager, compiled = (0.0, 0.0) if kind == tracking.VIEW else _estimated_seconds(
@@ -87,6 +88,7 @@ def on_miss(op, args, kwargs):
         estimated_seconds=eager, estimated_compiled_seconds=compiled))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
+        _wide_dtypes[executable_id] = _sixty_four_bit_dtypes(args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
     execution = queueing.execution_of(op, route, kind == tracking.VIEW, args, kwargs)
@@ -141,9 +143,12 @@ SIXTY_FOUR_BIT_WARNINGS = {
 }
 
 
-def _warn_64bit(args, kwargs) -> None:
-    pending = {SIXTY_FOUR_BIT_WARNINGS[t.dtype] for t in arguments.neuron_tensors(args, kwargs)
-               if t.dtype in SIXTY_FOUR_BIT_WARNINGS and not tracking.warned(SIXTY_FOUR_BIT_WARNINGS[t.dtype][0])}
+def _sixty_four_bit_dtypes(args, kwargs) -> frozenset:
+    return frozenset(t.dtype for t in arguments.neuron_tensors(args, kwargs) if t.dtype in SIXTY_FOUR_BIT_WARNINGS)
+
+
+def _warn_64bit(dtypes: frozenset) -> None:
+    pending = {SIXTY_FOUR_BIT_WARNINGS[d] for d in dtypes if not tracking.warned(SIXTY_FOUR_BIT_WARNINGS[d][0])}
     if pending and not _called_by_tensor_printing():
         for key, message in pending:
             tracking.warn_once(key, message)
@@ -160,7 +165,7 @@ def run_python(executable_id, op, args, kwargs):
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
     if not _called_by_tensor_printing():
         call_sites.record(call_sites.SIXTY_FOUR_BIT, e.op)
-    _warn_64bit(args, kwargs)
+    _warn_64bit(_wide_dtypes[executable_id])
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 
 
