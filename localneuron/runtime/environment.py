@@ -181,9 +181,7 @@ VARIABLES = (
              "device traces: 0, 1/model (first run of each executable per core) or session (one trace)"),
     Variable("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", integer(0, 1 << 20), "0",
              "runs of each executable left out of the device profile first"),
-    # a sample walks the issuing thread's Python stack, ~3 us under Hugging Face generate: one per 100 us of
-    # estimated device time cost 4% of a greedy decode, one per 1 ms costs under 1.5% (benchmarks/eager_overhead.py)
-    Variable("LOCALNEURON_SOURCE_TIME_SAMPLE_NS", integer(0, 10**12), "1000000",
+    Variable("LOCALNEURON_SOURCE_TIME_SAMPLE_NS", integer(0, 10**12), "100000",
              "report's device time by source line: mean estimated device ns between samples (0: every op, exact)"),
     Variable("LOCALNEURON_COMPILE_PROGRESS", auto_flag, "auto", "live compile status on stderr: auto (on a terminal), 0 or 1"),
     Variable("LOCALNEURON_REPORT_MERGE_TIMEOUT", integer(1, 1 << 20), "300",
