@@ -21,14 +21,12 @@ TRIM_THRESHOLD = 2**31 - 1  # free bytes kept at the top of a heap before they g
 MMAP_THRESHOLD = 32 << 20   # requests served by mmap from this size on (glibc's largest: HEAP_MAX_SIZE / 2)
 
 
-def keep_heap_for_reuse() -> bool:
-    """Sets glibc's trim and mmap thresholds unless the environment sets them; whether any was set."""
+def keep_heap_for_reuse() -> None:
+    """Sets glibc's trim and mmap thresholds unless the environment sets them."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+        return
     libc = ctypes.CDLL(None)
-    changed = False
     for variable, parameter, value in (("MALLOC_TRIM_THRESHOLD_", _M_TRIM_THRESHOLD, TRIM_THRESHOLD),
                                        ("MALLOC_MMAP_THRESHOLD_", _M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
         if variable not in os.environ:
-            changed = libc.mallopt(parameter, value) == 1 or changed
-    return changed
+            libc.mallopt(parameter, value)
