@@ -8,9 +8,10 @@
 
 namespace localneuron {
 
-// How an executable runs. Device: the host kernel on zero-copy aliases, in C++. Python: a Python
-// routine (CPU fallback, float64 computed in float32). DeviceWrapInt64: as Device, then int64
-// results wrap around like the int32 values Neuron computes.
+// How an executable runs. Device: the host kernel on zero-copy aliases, in C++ (also the CPU fallbacks
+// the policy queues: the device's memory is the host's, so copies would compute the same). Python: a
+// Python routine (other CPU fallbacks, float64 computed in float32). DeviceWrapInt64: as Device, then
+// int64 results wrap around like the int32 values Neuron computes.
 enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
 
 // When an executable runs. Queued: on the device queue (queue.h) unless NEURON_LAUNCH_BLOCKING=1; the

@@ -6,6 +6,7 @@ import torch
 
 from conftest import run_python
 from localneuron.ops import op_records
+from localneuron.runtime.environment import read
 
 
 def test_fallback_op_matches_cpu_and_is_tracked_and_warned_once(tracking):
@@ -164,3 +165,67 @@ def test_unlisted_ops_run_natively_and_are_reported_as_unconfirmed(tracking, qui
     from localneuron.ops.tracking import unlisted_native_ops
 
     assert "aten::sinh" in unlisted_native_ops()
+
+
+_IMAGE, _GRAD_UP, _GRAD_DOWN = torch.randn(2, 3, 5, 7), torch.randn(2, 3, 6, 10), torch.randn(2, 3, 3, 4)
+QUEUED_FALLBACK_CALLS = {  # op -> (a call of it, its tensor arguments)
+    "aten::select_backward": (lambda g: torch.ops.aten.select_backward(g, [3, 4, 5], 0, 1), (torch.randn(4, 5),)),
+    "aten::upsample_bilinear2d": (lambda x: torch.ops.aten.upsample_bilinear2d(x, [6, 10], False), (_IMAGE,)),
+    "aten::upsample_bilinear2d_backward": (
+        lambda g: torch.ops.aten.upsample_bilinear2d_backward(g, [6, 10], [2, 3, 5, 7], False), (_GRAD_UP,)),
+    "aten::upsample_bicubic2d": (lambda x: torch.ops.aten.upsample_bicubic2d(x, [6, 10], True), (_IMAGE,)),
+    "aten::upsample_bicubic2d_backward": (
+        lambda g: torch.ops.aten.upsample_bicubic2d_backward(g, [6, 10], [2, 3, 5, 7], True), (_GRAD_UP,)),
+    "aten::_upsample_bilinear2d_aa": (lambda x: torch.ops.aten._upsample_bilinear2d_aa(x, [3, 4], False), (_IMAGE,)),
+    "aten::_upsample_bilinear2d_aa_backward": (
+        lambda g: torch.ops.aten._upsample_bilinear2d_aa_backward(g, [3, 4], [2, 3, 5, 7], False), (_GRAD_DOWN,)),
+    "aten::_upsample_bicubic2d_aa": (lambda x: torch.ops.aten._upsample_bicubic2d_aa(x, [3, 4], False), (_IMAGE,)),
+    "aten::_upsample_bicubic2d_aa_backward": (
+        lambda g: torch.ops.aten._upsample_bicubic2d_aa_backward(g, [3, 4], [2, 3, 5, 7], False), (_GRAD_DOWN,)),
+}
+
+
+def test_every_queued_fallback_is_a_fallback_and_is_tested():
+    from localneuron.ops.queueing import QUEUED_FALLBACKS
+
+    assert set(QUEUED_FALLBACKS) == set(QUEUED_FALLBACK_CALLS)
+    assert all(op_records.OP_SUPPORT.get(op) == op_records.CPU_FALLBACK for op in QUEUED_FALLBACKS)
+
+
+@pytest.mark.parametrize("op", sorted(QUEUED_FALLBACK_CALLS))
+def test_queued_fallback_waits_for_no_queue_matches_cpu_and_counts_every_call(op, tracking, quiet):
+    """A fallback in ops/queueing.py QUEUED_FALLBACKS runs on the queue behind earlier work (in blocking mode, when
+    issued) and is still a CPU fallback to the user: listed, counted per call."""
+    call, host_arguments = QUEUED_FALLBACK_CALLS[op]
+    device_arguments = [t.to("neuron") for t in host_arguments]
+    expected = call(*host_arguments)
+    first = call(*device_arguments)  # the first call of a signature runs when issued and learns its outputs
+    torch.neuron._sleep(300_000_000)
+    queued = call(*device_arguments)
+    if read("NEURON_LAUNCH_BLOCKING") != "1":
+        assert not torch.neuron.current_stream().query()
+    for result in (first, queued):
+        assert result.device.type == "neuron" and result.dtype == expected.dtype
+        assert torch.equal(result.cpu(), expected)
+    assert op in tracking.get_fallback_ops()
+    from localneuron.ops.tracking import FALLBACK, op_counts
+
+    assert op_counts()[FALLBACK][op] == 2
+
+
+def test_queued_fallback_is_warned_and_attributed_at_its_first_call(tmp_path):
+    script = tmp_path / "user_code.py"
+    script.write_text("import warnings, torch, torch_neuronx\n"
+            "from localneuron.runtime import call_sites\n"
+            "x = torch.randn(3, 4, 5, device='neuron', requires_grad=True)\n"
+            "with warnings.catch_warnings(record=True) as caught:\n"
+            "    warnings.simplefilter('always')\n"
+            "    for _ in range(3):\n"
+            "        torch.ops.aten.select_backward(x[0], [3, 4, 5], 0, 1)\n"
+            "print(sum('select_backward' in str(w.message) for w in caught))\n"
+            "print(call_sites.snapshot()['cpu_fallback']['aten::select_backward'])\n")
+    r = run_python(f"import runpy; runpy.run_path({str(script)!r})")
+    assert r.returncode == 0, r.stderr
+    warned, sites = r.stdout.splitlines()
+    assert warned == "1"
+    assert sites == f"{{'{script}:7 in <module>': 1}}"

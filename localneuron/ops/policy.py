@@ -1,7 +1,8 @@
 """Compiling an op signature: decides how the executable runs, and runs the routes that need Python.
 
 The C++ executor calls on_miss() once per new op signature, then keeps the decision: Route.DEVICE runs
-the host kernel on zero-copy aliases in C++; Route.PYTHON runs the fallback or the 64-bit policy below.
+the host kernel on zero-copy aliases in C++ (also the CPU fallbacks queueing.QUEUED_FALLBACKS lists);
+Route.PYTHON runs the other fallbacks or the 64-bit policy below.
 The contract (routes, callbacks, which arguments a decision may depend on) is csrc/executor_contract.h:
 the signature ignores float and string values, so nothing here may decide from them.
 """
@@ -69,7 +70,10 @@ def on_miss(op, args, kwargs):
                 f"{name} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
-        route = Route.PYTHON
+        route = Route.DEVICE if name in queueing.QUEUED_FALLBACKS else Route.PYTHON
+        if route == Route.DEVICE:  # runs in C++ from now on: warned and attributed here, once
+            call_sites.record(call_sites.CPU_FALLBACK, name)
+            _warn_fallback(name)
     elif fix is not None:
         kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
@@ -172,6 +176,8 @@ def run_python(executable_id, op, args, kwargs):
 def on_device_failure(executable_id, op, args, kwargs, message):
     """The device execution of a native op raised: TorchNeuron retries it on the host unless told not to."""
     name = op._schema.name
+    if tracking.executable(executable_id).kind == tracking.FALLBACK:  # a queued fallback: the host's own error
+        return fallback.run_on_host(op, args, kwargs)
     if read(ONLY_UNIMPLEMENTED_VAR):
         raise RuntimeError(
             f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute on "

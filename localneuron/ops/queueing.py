@@ -2,7 +2,8 @@
 
 A queued op hands Python its results before it runs, so its output shapes must follow from its
 signature alone (csrc/queued_ops.h learns them from the first call). Everything else runs after the
-device's queue has drained: CPU fallbacks and the float64 route (Python reads device data), ops whose
+device's queue has drained: CPU fallbacks (except those below) and the float64 route (Python reads device
+data), ops whose
 output shapes depend on the data (their meta kernel cannot say), out= variants (they may resize their
 outputs), ops drawing from a generator, passed or the default one (the caller observes its state and
 seeds it between calls), and ops with non-tensor results (except ints listed below). Views read no
@@ -39,6 +40,26 @@ INT_RESULTS_FROM_SHAPES = {
 SEEDED_TAG_WITHOUT_DRAWS = {
     "aten::_scaled_dot_product_fused_attention_overrideable":
         "dropout only; its host kernel (csrc/attention.cpp, CPU flash attention) refuses dropout_p > 0",
+}
+
+
+# CPU fallbacks queued like device ops: the device's memory is the host's, so their host kernel can run on
+# the worker, on aliases of the device tensors, and compute what TorchNeuron's copies in and out would. Each
+# is functional, has static shapes and raises only for its signature (its first call runs when issued), so
+# no error moves from the call to the next synchronisation point. It is still a CPU fallback for the user:
+# warned, counted per call, listed by get_fallback_ops(), costed with its transfers; its call site is
+# recorded at the first call of each signature. op -> why it is worth queuing
+QUEUED_FALLBACKS = {
+    "aten::select_backward": "the backward of x[i] (nn.MultiheadAttention's packed projection: 3 per layer "
+                             "per step); waiting for the queue there stalls every training step",
+    "aten::upsample_bilinear2d": "interpolation in every step of diffusion U-Nets",
+    "aten::upsample_bilinear2d_backward": "its backward",
+    "aten::upsample_bicubic2d": "interpolation in image models",
+    "aten::upsample_bicubic2d_backward": "its backward",
+    "aten::_upsample_bilinear2d_aa": "antialiased interpolation in image preprocessing",
+    "aten::_upsample_bilinear2d_aa_backward": "its backward",
+    "aten::_upsample_bicubic2d_aa": "antialiased interpolation in image preprocessing",
+    "aten::_upsample_bicubic2d_aa_backward": "its backward",
 }
 
 
