@@ -4,7 +4,8 @@ op issued from Python costs before anything runs), and the device launches of a 
 greedy-generate step (4 layers, 256 wide) unfused and fused.
 
 Run by hand: `python benchmarks/adaptive_eager.py`. The chain's variants run round robin in one
-process and each takes the best of its repeats, so a busy machine disturbs every variant alike.
+process, in balanced orders (round_robin.py), and each takes the best of its repeats, so a busy machine
+disturbs every variant alike.
 Fusion is switched between runs (as TORCH_NEURONX_ENABLE_CONCATENATION would set it).
 """
 import argparse
@@ -16,6 +17,7 @@ import torch
 
 from localneuron.adaptive_eager import engine, stats
 from localneuron.ops import tracking
+from round_robin import order_of_round
 
 CHAIN_OPS = 2000
 VARIANTS = ("cpu", "neuron", "neuron-fused")
@@ -56,8 +58,8 @@ def chain_ratios(number: int, repeat: int) -> None:
             chain(*inputs["neuron"])
     best = {v: math.inf for v in VARIANTS + FLOOR_VARIANTS}
     best_cpu = dict(best)
-    for _ in range(repeat):
-        for v in VARIANTS + FLOOR_VARIANTS:
+    for round_ in range(repeat):
+        for v in order_of_round(VARIANTS + FLOOR_VARIANTS, round_):
             with engine.switched(v == "neuron-fused"):
                 wall, cpu_time = timed(allocations if v.endswith("alloc") else chain,
                                        *inputs[v.split("-")[0]], number)
@@ -128,7 +130,7 @@ def llama_launches() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--number", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--no-llama", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)  # the machine is shared; one thread keeps the ratios stable

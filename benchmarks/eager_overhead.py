@@ -7,8 +7,10 @@ runs when issued). --run-in-place-max-ns N (and --run-in-place-max-bytes N, for 
 other thresholds for the default variant.
 
 Run by hand: `python benchmarks/eager_overhead.py` (`--only tiny` for the per-op table alone, e.g. to
-compare two builds). The variants run round robin in one process, the launch mode switched between
-runs, and each figure is the best of its repeats, so a busy machine disturbs every variant alike.
+compare two builds). The variants run round robin in one process, in orders where each follows every
+other equally often (round_robin.py; --repeat a multiple of 4 balances them fully), the launch mode
+switched between runs, and each figure is the best of its repeats, so a busy machine disturbs every
+variant alike.
 Every neuron timing ends with torch.neuron.synchronize(): queued work is inside the time. Next to wall
 time, the workloads' processor time (time.process_time: every thread of the process, the queue's
 worker included) is given: on a shared machine it moves less than wall time, and it shows what overlap
@@ -22,6 +24,7 @@ import torch
 import torch.nn as nn
 
 from localneuron import _C
+from round_robin import order_of_round
 
 VARIANTS = ("cpu", "neuron", "neuron-queued", "neuron-blocking")  # neuron: asynchronous execution
 
@@ -137,8 +140,8 @@ def run(workloads: dict, number: int, repeat: int, limits: tuple) -> tuple:
     best_cpu = dict(best)
     for round_ in range(repeat):
         # The variant timed right after another pays for the switch (measured: the same settings came out 6-10%
-        # slower in the slot after "cpu"), so each variant gets an untimed call first and the order rotates.
-        order = VARIANTS[round_ % len(VARIANTS):] + VARIANTS[:round_ % len(VARIANTS)]
+        # slower in the slot after "cpu"), so each variant gets an untimed call first and the order is balanced.
+        order = order_of_round(VARIANTS, round_)
         for name, (_, no_grad) in workloads.items():
             for variant in order:
                 switch_to(variant, limits)
@@ -155,7 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tiny-number", type=int, default=5000)
     parser.add_argument("--number", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=8)
     parser.add_argument("--only", choices=("tiny", "models"))
     parser.add_argument("--no-llama", action="store_true")
     parser.add_argument("--run-in-place-max-bytes", type=int, default=-1,

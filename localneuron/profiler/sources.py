@@ -7,7 +7,7 @@ from collections import Counter
 from localneuron.runtime import call_sites
 
 TITLES = {
-    call_sites.CPU_FALLBACK: "CPU fallbacks by call site",
+    call_sites.CPU_FALLBACK: "CPU fallbacks by call site (queued ones, ops/queueing.py: first call per signature)",
     call_sites.SIXTY_FOUR_BIT: "64-bit downcasts by call site (int64 on the device route: first call per signature)",
     call_sites.GRAPH_BREAK: "Graph breaks by call site",
     call_sites.RECOMPILE: "Recompiles by call site",
