@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -19,12 +20,25 @@ namespace {
 py::object* g_sampler = nullptr;     // process lifetime, like the executor's callbacks
 py::object* g_is_library = nullptr;
 std::atomic<int64_t> g_mean_gap_ns{-1};  // -1: off
+std::atomic<bool> g_bounded_cost{false};
+std::atomic<int64_t> g_sample_count{0};
+// The share of a thread's time its samples may take when the cost is bounded, and how far its gap widens.
+constexpr int64_t kMaxSampleShareDivisor = 200;  // 0.5%
+constexpr int kMaxGapDoublings = 10;
 // While sampling is off, a thread looks again after this much device time (so switching it on is seen).
 constexpr int64_t kIdleRecheckNs = 1'000'000'000;
 constexpr int kSitesPerSample = 2;  // the innermost user frame and its caller (localneuron/runtime/call_sites.py)
 
 thread_local std::mt19937_64 t_rng{std::random_device{}()};
 thread_local bool t_armed = false;  // the thread's first sample point is drawn, not at its first op
+thread_local int t_gap_doublings = 0;
+thread_local int64_t t_gap_mean_ns = 0;       // the mean the current gap was drawn with: what its sample credits
+thread_local int64_t t_last_sample_at_ns = 0;  // steady clock, at the end of the thread's previous sample
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 int64_t next_gap(int64_t mean_ns) {
   std::exponential_distribution<double> gap(1.0 / static_cast<double>(mean_ns));
@@ -84,29 +98,8 @@ bool user_site(Site* site) {
   return found > 0;
 }
 
-}  // namespace
-
-void take_line_samples(int64_t estimated_ns) {
-  const int64_t mean = g_mean_gap_ns.load(std::memory_order_relaxed);
-  if (mean < 0 || g_sampler == nullptr || !Py_IsInitialized()) {
-    t_ns_until_line_sample = kIdleRecheckNs;
-    return;
-  }
-  int64_t credited = 0;
-  if (mean == 0) {
-    credited = estimated_ns;
-    t_ns_until_line_sample = 0;
-  } else {
-    if (!t_armed) {
-      t_armed = true;
-      t_ns_until_line_sample += next_gap(mean);
-    }
-    while (t_ns_until_line_sample <= 0) {
-      credited += mean;
-      t_ns_until_line_sample += next_gap(mean);
-    }
-  }
-  if (credited <= 0) return;
+// Credits `credited` to the issuing line (or hands it to the Python sampler).
+void record_sample(int64_t credited) {
   py::gil_scoped_acquire gil;
   if (g_sampler->is_none()) return;
   try {
@@ -123,7 +116,55 @@ void take_line_samples(int64_t estimated_ns) {
   }
 }
 
-void set_line_sampler(py::object sampler, int64_t mean_gap_ns, py::object is_library) {
+}  // namespace
+
+void take_line_samples(int64_t estimated_ns) {
+  const int64_t mean = g_mean_gap_ns.load(std::memory_order_relaxed);
+  if (mean < 0 || g_sampler == nullptr || !Py_IsInitialized()) {
+    t_ns_until_line_sample = kIdleRecheckNs;
+    return;
+  }
+  int64_t credited = 0;
+  if (mean == 0) {
+    credited = estimated_ns;
+    t_ns_until_line_sample = 0;
+    g_sample_count.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    if (!t_armed) {
+      t_armed = true;
+      t_gap_doublings = 0;
+      t_gap_mean_ns = mean;
+      t_ns_until_line_sample += next_gap(mean);
+    }
+    int64_t samples = 0;  // one op can span several gaps
+    while (t_ns_until_line_sample <= 0) {
+      credited += t_gap_mean_ns;
+      t_ns_until_line_sample += next_gap(t_gap_mean_ns);
+      ++samples;
+    }
+    g_sample_count.fetch_add(samples, std::memory_order_relaxed);
+  }
+  if (credited <= 0) return;
+  const int64_t started_at = steady_ns();
+  record_sample(credited);
+  if (mean > 0 && g_bounded_cost.load(std::memory_order_relaxed)) {
+    const int64_t ended_at = steady_ns();
+    const int64_t cost = ended_at - started_at, since_previous = ended_at - t_last_sample_at_ns;
+    t_last_sample_at_ns = ended_at;
+    const int before = t_gap_doublings;
+    if (cost * kMaxSampleShareDivisor > since_previous && t_gap_doublings < kMaxGapDoublings) {
+      ++t_gap_doublings;
+    } else if (cost * kMaxSampleShareDivisor * 4 < since_previous && t_gap_doublings > 0) {
+      --t_gap_doublings;
+    }
+    if (t_gap_doublings != before) {
+      t_gap_mean_ns = mean << t_gap_doublings;
+      t_ns_until_line_sample = next_gap(t_gap_mean_ns);
+    }
+  }
+}
+
+void set_line_sampler(py::object sampler, int64_t mean_gap_ns, py::object is_library, bool bounded_cost) {
   if (g_sampler == nullptr) {
     g_sampler = new py::object();
     g_is_library = new py::object();
@@ -133,6 +174,8 @@ void set_line_sampler(py::object sampler, int64_t mean_gap_ns, py::object is_lib
   *g_sampler = std::move(sampler);
   *g_is_library = std::move(is_library);
   g_mean_gap_ns = off ? -1 : std::max<int64_t>(mean_gap_ns, 0);
+  g_bounded_cost = bounded_cost;
+  g_sample_count = 0;
   t_ns_until_line_sample = 0;
   t_armed = false;
 }
@@ -142,6 +185,7 @@ py::list line_samples(bool clear) {
   {
     std::lock_guard<std::mutex> lock(g_table_mutex);
     if (clear) {
+      g_sample_count = 0;
       table.swap(g_table);
     } else {
       table = g_table;
@@ -156,5 +200,7 @@ py::list line_samples(bool clear) {
   }
   return rows;
 }
+
+int64_t line_sample_count() { return g_sample_count.load(std::memory_order_relaxed); }
 
 }  // namespace localneuron

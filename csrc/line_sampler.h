@@ -6,6 +6,13 @@
 // estimated device time), so each line's expected credit is exactly its estimated device time and no
 // loop period can alias with the sampling. A mean gap of 0 credits every op its own time (exact, slower).
 //
+// Unless the gap was chosen explicitly, a thread's samples are kept under kMaxSampleShare of its time:
+// under deep Python stacks (a Hugging Face generate loop walks ~30 frames, ~3 us per sample) the thread's
+// mean gap doubles while a sample costs more than that share of the time since the previous one, and
+// halves back while it costs under a quarter of it. A gap's mean is fixed when it is drawn and its sample
+// credits that mean; a rate changed at a sample is a fresh draw of a memoryless process, so the expected
+// credits are unchanged.
+//
 // A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
 // user frames (code object and line; whether a file is library code is asked of Python once per code
 // object); localneuron/profiler/line_time.py formats the table. Only a thread without a user frame
@@ -26,11 +33,15 @@ inline void note_device_time(int64_t estimated_ns) {
 }
 
 // is_library(filename) -> bool; sampler(credited_ns) is called with the GIL held on a thread whose
-// frames are all library code (or that has none). sampler None switches sampling off.
-void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns, pybind11::object is_library);
+// frames are all library code (or that has none). sampler None switches sampling off. bounded_cost:
+// widen the gap where samples are costly (see above).
+void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns, pybind11::object is_library, bool bounded_cost);
 
 // The table so far: (code, line, caller code or None, caller line, credited ns) per user line; clear
 // empties it.
 pybind11::list line_samples(bool clear);
+// Samples taken (gaps credited: an op spanning several credits each) since sampling was switched on or the
+// table was last cleared.
+int64_t line_sample_count();
 
 }  // namespace localneuron

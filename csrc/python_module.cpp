@@ -186,5 +186,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("stop_inspect", &stop_inspect);
   m.def("set_line_sampler", &set_line_sampler);
   m.def("line_samples", &line_samples, py::arg("clear"));
+  m.def("line_sample_count", &line_sample_count);
   m.def("note_device_time", &note_device_time);
 }

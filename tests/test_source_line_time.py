@@ -69,3 +69,44 @@ def test_sampled_by_default_and_the_credit_matches_the_total(tmp_path):
     assert any(f":{line['# MATMUL']} in heavy" in site for site in by_line)
     assert "by source line (sampled, one sample per 2 us of device time on average):" in stdout
     assert data["source_line_sample_gap_ns"] == gap_ns
+
+
+DEEP_JOB = """
+    import sys
+    import torch
+    sys.setrecursionlimit(10_000)
+    x = torch.zeros(16, device="neuron")
+
+    def deep(n, x):
+        if n == 0:
+            for _ in range(20_000):
+                x = x + 1                             # ADD
+            return x
+        return deep(n - 1, x)
+
+    deep(300, x)
+"""
+
+
+def test_the_default_gap_widens_where_samples_are_costly_and_an_explicit_gap_is_kept(tmp_path):
+    """Each sample walks 300 frames: with the default gap the sampler takes fewer samples, each crediting the
+    wider mean it was drawn with, and the credit still matches the total; a gap set explicitly is kept."""
+    script = write(tmp_path / "deep.py", DEEP_JOB)
+    reports = {}
+    for name, gap in (("default", ""), ("explicit", "100000")):
+        out = tmp_path / f"{name}.json"
+        r = localneuron("run", "--json", str(out), str(script), env={"LOCALNEURON_SOURCE_TIME_SAMPLE_NS": gap})
+        assert r.returncode == 0, r.stderr
+        reports[name] = json.loads(out.read_text()), r.stdout
+    for name, (data, stdout) in reports.items():
+        assert data["source_line_sample_gap_ns"] == 100_000
+        total = data["estimated_device_seconds"]["eager_ops"]
+        credited, samples = sum(data["estimated_device_seconds_by_source_line"].values()), data["source_line_samples"]
+        mean = credited / samples
+        # a run's gaps widen early and then stay: most samples credit the widest mean, about twice the average
+        assert abs(credited - total) < 5 * 2 * math.sqrt(samples) * mean
+        widened = "the gap widens under deep Python stacks" in stdout
+        if name == "default":
+            assert samples < 0.5 * total / 100e-6 and widened
+        else:
+            assert samples > 0.8 * total / 100e-6 and not widened

@@ -54,6 +54,7 @@ def collect() -> dict:
         "sources": sources.collect(),
         "estimated_device_seconds_by_source_line": line_time.by_line(),
         "source_line_sample_gap_ns": line_time.mean_gap_ns(),
+        "source_line_samples": line_time.sample_count(),
     }
     for name, module in _used_layers():
         data[name] = module.collect()
@@ -92,8 +93,12 @@ def _source_line_lines(data: dict, limit: int = 8) -> list[str]:
     by_line = data.get("estimated_device_seconds_by_source_line") or {}
     if not by_line:
         return []
-    gap = data["source_line_sample_gap_ns"]
+    gap, samples = data["source_line_sample_gap_ns"], data.get("source_line_samples", 0)
     how = "every op" if gap == 0 else f"sampled, one sample per {gap / 1e3:g} us of device time on average"
+    taken = sum(by_line.values()) * 1e9 / samples if gap and samples else gap
+    if taken > 1.5 * gap:
+        how += (f"; {samples} samples, one per {taken / 1e3:.3g} us: the gap widens under deep Python stacks to "
+                f"keep sampling under 0.5% of the time")
     lines = [f"    by source line ({how}):"]
     lines += [f"        {seconds * 1e3:9.3f} ms  {site}" for site, seconds in list(by_line.items())[:limit]]
     if len(by_line) > limit:

@@ -7,6 +7,7 @@ kernels, issued from Python, pass through note(). Work issued by the autograd en
 Python caller: the C++ sampler hands it to _sample(), which credits the user line that called
 backward(), marked as such.
 """
+import os
 import sys
 import threading
 from collections import Counter
@@ -59,15 +60,20 @@ def note(seconds: float) -> None:
 
 
 def install() -> None:
-    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library)
+    # a gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library, not os.environ.get(SAMPLE_GAP_VAR))
 
 
 def uninstall() -> None:
-    _C.set_line_sampler(None, 0, None)
+    _C.set_line_sampler(None, 0, None, False)
 
 
 def mean_gap_ns() -> int:
     return read(SAMPLE_GAP_VAR)
+
+
+def sample_count() -> int:
+    return _C.line_sample_count()
 
 
 def by_line() -> dict[str, float]:

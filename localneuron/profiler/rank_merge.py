@@ -34,6 +34,7 @@ def merge(reports: list[dict]) -> tuple[dict, list[str]]:
     merged["native_ops_not_in_support_table"] = sorted(
         set().union(*(r.get("native_ops_not_in_support_table", []) for r in reports)))
     merged["memory"] = [m for r in reports for m in r.get("memory", [])]
+    merged["source_line_samples"] = max(r.get("source_line_samples", 0) for r in reports)
     for category, entries in merged.get("sources", {}).items():
         for what in set().union(*(r["sources"].get(category, {}) for r in reports)):
             sites: dict = {}

@@ -182,7 +182,8 @@ VARIABLES = (
     Variable("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", integer(0, 1 << 20), "0",
              "runs of each executable left out of the device profile first"),
     Variable("LOCALNEURON_SOURCE_TIME_SAMPLE_NS", integer(0, 10**12), "100000",
-             "report's device time by source line: mean estimated device ns between samples (0: every op, exact)"),
+             "report's device time by source line: mean estimated device ns between samples (0: every op, exact; "
+             "unset: 100000, widened where samples would cost over 0.5% of the time)"),
     Variable("LOCALNEURON_COMPILE_PROGRESS", auto_flag, "auto", "live compile status on stderr: auto (on a terminal), 0 or 1"),
     Variable("LOCALNEURON_REPORT_MERGE_TIMEOUT", integer(1, 1 << 20), "300",
              "seconds rank 0 of `localneuron run` under torchrun waits for the other ranks' reports"),
