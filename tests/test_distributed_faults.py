@@ -22,6 +22,7 @@ def peer_fails(how: str, collective: str = "all_reduce") -> dict | None:
         if how == "killed":
             os.kill(os.getpid(), signal.SIGKILL)
         store.wait(["survivor_done"], timedelta(seconds=60))  # alive, but no collective: it stopped answering
+        store.set("silent_done", "1")
         return None
     try:
         if collective == "recv":  # point-to-point waits are not Gloo collectives: same guarantee
@@ -33,6 +34,8 @@ def peer_fails(how: str, collective: str = "all_reduce") -> dict | None:
         return {"error": (type(error).__name__, str(error))}
     finally:
         store.set("survivor_done", "1")
+        if how == "silent":  # rank 0 serves the store: it stays until rank 1's wait has returned
+            store.wait(["silent_done"], timedelta(seconds=60))
 
 
 def test_survivor_errors_when_a_rank_is_killed():
