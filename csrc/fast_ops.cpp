@@ -118,32 +118,54 @@ std::vector<c10::IValue> boxed_arguments(const FastOp& fast, const at::Tensor& a
   return args;
 }
 
-// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. Host
-// aliases are taken at enqueue (see QueuedExecutable); the device storages are held weakly, the
-// output's last.
+// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. The device
+// operands are recorded as snapshots (see QueuedExecutable for why as they are at enqueue); host aliases
+// are made where the call runs, so a fused run never builds them and the thread that runs the call frees
+// what it allocated. The device storages are held weakly, the output's last.
 struct QueuedFastOp final : QueuedWork {
   const FastOp& fast;
-  at::Tensor a, b, out;  // host aliases (b: also a Python number, or undefined)
+  TensorSnapshot a, out;
+  std::optional<TensorSnapshot> b;  // a device operand
+  at::Tensor number;                // or a Python number (b and number undefined: one tensor operand)
   std::optional<at::Scalar> scalar;
+  bool fusible_;
   QueuedFastOp(const FastOp& f, const Operands& x, const at::Tensor& o)
-      : fast(f), a(cpu_alias(x.a)), b(cpu_alias(x.b)), out(cpu_alias(o)) {
+      : fast(f), a(x.a), out(o), fusible_(runs_may_form()) {
+    if (x.b.defined() && x.b.is_privateuseone()) {
+      b.emplace(x.b);
+    } else {
+      number = x.b;
+    }
     if (x.scalar != nullptr) scalar = *x.scalar;
+    if (fusible_) {
+      const c10::IValue operands[] = {x.a, x.b};
+      fusible_ = is_fusible_call(fast.handle, operands, x.b.defined() ? 2 : 1);
+    }
     hold(x.a.storage());
-    if (x.b.defined() && x.b.is_privateuseone()) hold(x.b.storage());
+    if (b) hold(x.b.storage());
     hold(o.storage());
   }
-  void run() override { run_out(fast, a, b, scalar, out); }
-  std::string describe() const override { return describe_call(fast.handle, boxed_arguments(fast, a, b, scalar)); }
-  bool fusible() const override {
-    const c10::IValue operands[] = {a, b};
-    return is_fusible_call(fast.handle, operands, b.defined() ? 2 : 1);
+  at::Tensor host_b() const { return b ? cpu_alias(*b) : number; }
+  void run() override {
+    at::Tensor host_out = cpu_alias(out);
+    run_out(fast, cpu_alias(a), host_b(), scalar, host_out);
   }
+  std::string describe() const override {
+    return describe_call(fast.handle, boxed_arguments(fast, cpu_alias(a), host_b(), scalar));
+  }
+  bool fusible() const override { return fusible_; }
   FusibleCall fusible_call() const override {
     FusibleCall call;
     call.op = &fast.handle;
-    call.arguments = boxed_arguments(fast, a, b, scalar);
-    call.outputs = {out};
-    call.output_storages = {held.back()._unsafe_get_target()};
+    call.arguments.push_back({a, {}});
+    if (b) {
+      call.arguments.push_back({*b, {}});
+    } else if (number.defined()) {
+      call.arguments.push_back({std::nullopt, number});
+    }
+    if (scalar) call.arguments.push_back({std::nullopt, *scalar});
+    call.outputs.push_back(out);
+    call.output_storages.push_back(held.back()._unsafe_get_target());
     return call;
   }
 };
@@ -152,6 +174,10 @@ struct QueuedFastOp final : QueuedWork {
 // output layout is known; an undefined result means: take the boxed path.
 at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Operands& x) {
   if (exe.execution != Execution::Queued || issuer_needs_own_thread()) return at::Tensor();
+  // Queued work records its device operands as snapshots, which need bytes and keep no lazy bits.
+  if (!snapshot_is_exact(x.a) || (x.b.defined() && x.b.is_privateuseone() && !snapshot_is_exact(x.b))) {
+    return at::Tensor();
+  }
   const c10::DeviceIndex device = x.a.device().index();
   at::Tensor out = allocate_binary_output(layout_key(key, x.a, x.b), device);
   if (!out.defined()) return out;

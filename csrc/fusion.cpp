@@ -88,11 +88,6 @@ uint64_t mix_plain(uint64_t h, const c10::IValue& v) {
   return mix_bytes(mix(h, 0xc0), &z, sizeof(z));
 }
 
-bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
-  return a.data_ptr() == b.data_ptr() && a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
-}
-
 // The outputs of a segment's ops so far, by the device block each fills. Every output is a new block of
 // its own (queued_ops.cpp queues no op whose result shares storage), so an argument in one of those
 // blocks either is that output or reaches into it (a view), and a lookup is a pointer comparison. A block
@@ -103,13 +98,13 @@ class ProducedIndex {
  public:
   struct Produced {
     const void* block;
-    const at::Tensor* tensor;
+    const TensorSnapshot* tensor;
     size_t item, output;  // item relative to the segment
   };
   // Adds call's outputs; each output whose block one of them takes over goes to *superseded, if given.
   void add(const FusibleCall& call, size_t item, std::vector<std::pair<size_t, size_t>>* superseded = nullptr) {
     for (size_t j = 0; j < call.outputs.size(); j++) {
-      const void* block = block_of(call.outputs[j]);
+      const void* block = call.outputs[j].block;
       for (auto p = entries_.begin(); p != entries_.end();) {
         if (p->block != block || block == nullptr) {
           ++p;
@@ -122,13 +117,13 @@ class ProducedIndex {
     }
   }
   // The output `t` is, or nullptr; `reaches_into` when `t` lies in an output's block without being it.
-  const Produced* find(const at::Tensor& t, bool* reaches_into) const {
+  const Produced* find(const TensorSnapshot& t, bool* reaches_into) const {
     *reaches_into = false;
-    const void* block = block_of(t);
+    const void* block = t.block;
     if (block == nullptr) return nullptr;  // no bytes: nothing to wire
     for (const Produced& p : entries_) {
       if (p.block != block) continue;
-      if (same_tensor(*p.tensor, t)) return &p;
+      if (*p.tensor == t) return &p;
       *reaches_into = true;
     }
     return nullptr;
@@ -136,30 +131,26 @@ class ProducedIndex {
   void clear() { entries_.clear(); }
 
  private:
-  static const void* block_of(const at::Tensor& t) { return t.storage().data(); }
   std::vector<Produced> entries_;
 };
 
 // How each argument of a segment's ops is wired, and the segment's key.
 struct SegmentPlan {
   uint64_t key = 0;
-  std::vector<const at::Tensor*> inputs;         // external, deduplicated
-  std::vector<std::pair<size_t, size_t>> live;   // (item, output) the fused code must write
-  std::vector<const at::Tensor*> live_tensors;   // their host aliases
+  std::vector<const TensorSnapshot*> inputs;        // external, deduplicated
+  std::vector<std::pair<size_t, size_t>> live;      // (item, output) the fused code must write
+  std::vector<const TensorSnapshot*> live_tensors;  // their bytes
 };
 
 // Whether an op of the run after `end` (a later segment, or an op run unfused) reads `block` before an output
 // of the run takes the block over.
 bool read_after(const std::vector<FusibleCall>& calls, size_t end, const void* block) {
   for (size_t i = end; i < calls.size(); i++) {
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (v.isTensor() && v.toTensor().defined() && !is_wrapped_scalar(v.toTensor()) &&
-          v.toTensor().storage().data() == block) {
-        return true;
-      }
+    for (const FusibleArgument& a : calls[i].arguments) {
+      if (a.tensor && a.tensor->block == block) return true;
     }
-    for (const at::Tensor& out : calls[i].outputs) {
-      if (out.storage().data() == block) return false;
+    for (const TensorSnapshot& out : calls[i].outputs) {
+      if (out.block == block) return false;
     }
   }
   return false;
@@ -174,31 +165,33 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
     h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (!v.isTensor()) {
-        h = mix_plain(h, v);
+    for (const FusibleArgument& a : calls[i].arguments) {
+      if (!a.tensor) {
+        const c10::IValue& v = a.value;
+        if (!v.isTensor()) {
+          h = mix_plain(h, v);
+        } else if (!v.toTensor().defined()) {
+          h = mix(h, 0x70);
+        } else {  // a Python number
+          const at::Tensor& t = v.toTensor();
+          h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
+        }
         continue;
       }
-      const at::Tensor& t = v.toTensor();
-      if (!t.defined()) {
-        h = mix(h, 0x70);
-      } else if (is_wrapped_scalar(t)) {
-        h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
-      } else {
-        bool reaches_into = false;
-        if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
-          h = mix(mix(mix(h, 0x9e), p->item), p->output);
-          continue;
-        }
-        size_t k = 0;
-        while (k < plan.inputs.size() && !same_tensor(*plan.inputs[k], t)) k++;
-        h = mix(mix(h, 0xe7), k);
-        if (k == plan.inputs.size()) {
-          plan.inputs.push_back(&t);
-          h = mix(h, static_cast<uint64_t>(t.scalar_type()));
-          for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
-          for (int64_t s : t.strides()) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
-        }
+      const TensorSnapshot& t = *a.tensor;
+      bool reaches_into = false;
+      if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
+        h = mix(mix(mix(h, 0x9e), p->item), p->output);
+        continue;
+      }
+      size_t k = 0;
+      while (k < plan.inputs.size() && !(*plan.inputs[k] == t)) k++;
+      h = mix(mix(h, 0xe7), k);
+      if (k == plan.inputs.size()) {
+        plan.inputs.push_back(&t);
+        h = mix(h, static_cast<uint64_t>(t.dtype));
+        for (int64_t s : t.sizes) h = mix(h, static_cast<uint64_t>(s));
+        for (int64_t s : t.strides) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
       }
     }
     produced.add(calls[i], i - begin, &superseded);
@@ -211,7 +204,7 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
       // it, and must not write it over that output.
       const bool dead = (g_skip_intermediate.load(std::memory_order_relaxed) && i + 1 != end &&
                          use_counts[first_use_count[i] + j] == 0 &&
-                         !read_after(calls, end, calls[i].outputs[j].storage().data())) ||
+                         !read_after(calls, end, calls[i].outputs[j].block)) ||
                         std::binary_search(superseded.begin(), superseded.end(), std::make_pair(i - begin, j));
       h = mix(h, dead ? 0x0f : 0x1f);
       if (!dead) {
@@ -226,17 +219,17 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
 
 // Whether `call` must start a new segment: an argument is a view into an output of the segment so far.
 bool reaches_into_segment(const ProducedIndex& produced, const FusibleCall& call) {
-  for (const c10::IValue& v : call.arguments) {
-    if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) continue;
+  for (const FusibleArgument& a : call.arguments) {
+    if (!a.tensor) continue;
     bool reaches_into = false;
-    if (produced.find(v.toTensor(), &reaches_into) == nullptr && reaches_into) return true;
+    if (produced.find(*a.tensor, &reaches_into) == nullptr && reaches_into) return true;
   }
   return false;
 }
 
 bool has_only_fusible_arguments(const FusibleCall& call) {
-  for (const c10::IValue& v : call.arguments) {
-    if (!v.isTensor() && !is_plain(v)) return false;
+  for (const FusibleArgument& a : call.arguments) {
+    if (!a.tensor && !a.value.isTensor() && !is_plain(a.value)) return false;
   }
   return true;
 }
@@ -263,19 +256,18 @@ py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::
   for (size_t i = begin; i < end; i++) {
     const c10::OperatorName& name = calls[i].op->operator_name();
     py::list arguments;
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) {
-        arguments.append(py::make_tuple("constant", python_value(v)));
+    for (const FusibleArgument& a : calls[i].arguments) {
+      if (!a.tensor) {
+        arguments.append(py::make_tuple("constant", python_value(a.value)));
         continue;
       }
-      const at::Tensor& t = v.toTensor();
       bool reaches_into = false;
-      if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
+      if (const ProducedIndex::Produced* p = produced.find(*a.tensor, &reaches_into)) {
         arguments.append(py::make_tuple("result", p->item, p->output));
         continue;
       }
       size_t k = 0;
-      while (!same_tensor(*plan.inputs[k], t)) k++;
+      while (!(*plan.inputs[k] == *a.tensor)) k++;
       arguments.append(py::make_tuple("input", k));
     }
     ops.append(py::make_tuple(name.name, name.overload_name, arguments));
@@ -283,7 +275,7 @@ py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::
     produced.add(calls[i], i - begin);
   }
   py::list inputs, live;
-  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  for (const TensorSnapshot* t : plan.inputs) inputs.append(cpu_alias(*t));
   for (const auto& [item, output] : plan.live) live.append(py::make_tuple(item, output));
   py::dict d;
   d["ops"] = ops;
@@ -318,26 +310,26 @@ constexpr std::array<FusedKernels::Invoker, sizeof...(N)> invokers(std::index_se
 }
 constexpr auto kInvokers = invokers(std::make_index_sequence<FusedKernels::kMaxKernelArguments + 1>{});
 
-bool has_layout(const at::Tensor& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+bool has_layout(const TensorSnapshot& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
                 at::ScalarType dtype) {
-  return t.scalar_type() == dtype && t.sizes() == c10::IntArrayRef(sizes) && t.strides() == c10::IntArrayRef(strides);
+  return t.dtype == dtype && c10::IntArrayRef(t.sizes) == c10::IntArrayRef(sizes) &&
+         c10::IntArrayRef(t.strides) == c10::IntArrayRef(strides);
 }
 
 // Whether `output` took over the block of one of the run's inputs (freed while the run was issued): written
 // in place, a kernel could overwrite input data a later kernel of the run still reads.
-bool fills_an_input_block(const at::Tensor& output, const std::vector<const at::Tensor*>& inputs) {
-  const void* block = output.storage().data();
-  return std::any_of(inputs.begin(), inputs.end(), [&](const at::Tensor* t) { return t->storage().data() == block; });
+bool fills_an_input_block(const TensorSnapshot& output, const std::vector<const TensorSnapshot*>& inputs) {
+  return std::any_of(inputs.begin(), inputs.end(), [&](const TensorSnapshot* t) { return t->block == output.block; });
 }
 
 void run_python_wrapper(const py::object& run, const SegmentPlan& plan) {
   py::gil_scoped_acquire gil;
   py::list inputs;
-  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  for (const TensorSnapshot* t : plan.inputs) inputs.append(cpu_alias(*t));
   const auto outputs = run(inputs).cast<std::vector<at::Tensor>>();
   TORCH_CHECK(outputs.size() == plan.live_tensors.size(), "the fused executable returned ", outputs.size(),
               " results, not ", plan.live_tensors.size());
-  for (size_t k = 0; k < outputs.size(); k++) const_cast<at::Tensor*>(plan.live_tensors[k])->copy_(outputs[k]);
+  for (size_t k = 0; k < outputs.size(); k++) cpu_alias(*plan.live_tensors[k]).copy_(outputs[k]);
 }
 
 }  // namespace
@@ -361,35 +353,40 @@ FusedKernels::FusedKernels(const std::vector<at::Tensor>& buffers,
   for (int operand : outputs_) check(operand);
 }
 
-void FusedKernels::run(const std::vector<const at::Tensor*>& inputs, const std::vector<const at::Tensor*>& outputs) const {
+void FusedKernels::run(const std::vector<const TensorSnapshot*>& inputs,
+                       const std::vector<const TensorSnapshot*>& outputs) const {
   TORCH_CHECK(inputs.size() == inputs_ && outputs.size() == outputs_.size(), "fused kernels for ", inputs_,
               " inputs and ", outputs_.size(), " results run with ", inputs.size(), " and ", outputs.size());
   // Each buffer lives in the result it becomes, when its layout is the result's, else in scratch memory.
-  c10::SmallVector<at::Tensor, 8> memory(buffers_.size());
+  c10::SmallVector<void*, 8> memory(buffers_.size(), nullptr);
+  c10::SmallVector<at::Tensor, 8> scratch(buffers_.size());
   c10::SmallVector<bool, 8> written_in_place(outputs_.size(), false);
   for (size_t j = 0; j < outputs_.size(); j++) {
     const int operand = outputs_[j];
     if (operand >= 0) continue;
     const Layout& b = buffers_[-1 - operand];
-    if (!memory[-1 - operand].defined() && has_layout(*outputs[j], b.sizes, b.strides, b.dtype) &&
+    if (memory[-1 - operand] == nullptr && has_layout(*outputs[j], b.sizes, b.strides, b.dtype) &&
         !fills_an_input_block(*outputs[j], inputs)) {
-      memory[-1 - operand] = *outputs[j];
+      memory[-1 - operand] = outputs[j]->data();
       written_in_place[j] = true;
     }
   }
   for (size_t b = 0; b < buffers_.size(); b++) {
-    if (!memory[b].defined()) {
-      memory[b] = at::empty_strided(buffers_[b].sizes, buffers_[b].strides, at::TensorOptions().dtype(buffers_[b].dtype));
+    if (memory[b] == nullptr) {
+      scratch[b] = at::empty_strided(buffers_[b].sizes, buffers_[b].strides, at::TensorOptions().dtype(buffers_[b].dtype));
+      memory[b] = scratch[b].data_ptr();
     }
   }
-  auto tensor = [&](int operand) -> const at::Tensor& { return operand >= 0 ? *inputs[operand] : memory[-1 - operand]; };
+  auto pointer = [&](int operand) { return operand >= 0 ? inputs[operand]->data() : memory[-1 - operand]; };
   void* pointers[kMaxKernelArguments];
   for (const Call& call : calls_) {
-    for (size_t a = 0; a < call.operands.size(); a++) pointers[a] = tensor(call.operands[a]).data_ptr();
+    for (size_t a = 0; a < call.operands.size(); a++) pointers[a] = pointer(call.operands[a]);
     call.invoke(call.kernel, pointers);
   }
   for (size_t j = 0; j < outputs_.size(); j++) {
-    if (!written_in_place[j]) const_cast<at::Tensor*>(outputs[j])->copy_(tensor(outputs_[j]));
+    if (written_in_place[j]) continue;
+    const int operand = outputs_[j];
+    cpu_alias(*outputs[j]).copy_(operand >= 0 ? cpu_alias(*inputs[operand]) : scratch[-1 - operand]);
   }
 }
 

@@ -68,7 +68,7 @@ class FusedKernels {
   // outputs: the operand each result is; python_run: the wrapper's route (traced runs go through it).
   FusedKernels(const std::vector<at::Tensor>& buffers, const std::vector<std::pair<uintptr_t, std::vector<int>>>& calls,
                std::vector<int> outputs, size_t inputs, pybind11::object python_run);
-  void run(const std::vector<const at::Tensor*>& inputs, const std::vector<const at::Tensor*>& outputs) const;
+  void run(const std::vector<const TensorSnapshot*>& inputs, const std::vector<const TensorSnapshot*>& outputs) const;
   const pybind11::object& python_run() const { return python_run_; }
   mutable std::atomic<int64_t> launches{0};  // runs made, for the report (stats.py)
 

@@ -242,8 +242,15 @@ struct QueuedExecutable final : QueuedWork {
   FusibleCall fusible_call() const override {
     FusibleCall call;
     call.op = &op;
-    call.arguments.assign(host_arguments.begin(), host_arguments.end());
-    call.outputs = host_outputs;
+    for (const c10::IValue& v : host_arguments) {
+      const bool in_memory = v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number();
+      if (in_memory) {
+        call.arguments.push_back({TensorSnapshot(v.toTensor()), {}});
+      } else {
+        call.arguments.push_back({std::nullopt, v});
+      }
+    }
+    for (const at::Tensor& t : host_outputs) call.outputs.emplace_back(t);
     for (auto s = held.end() - static_cast<std::ptrdiff_t>(host_outputs.size()); s != held.end(); ++s) {
       call.output_storages.push_back(s->_unsafe_get_target());
     }
