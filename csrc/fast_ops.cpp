@@ -118,56 +118,59 @@ std::vector<c10::IValue> boxed_arguments(const FastOp& fast, const at::Tensor& a
   return args;
 }
 
-// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. The device
-// operands are recorded as snapshots (see QueuedExecutable for why as they are at enqueue); host aliases
-// are made where the call runs, so a fused run never builds them and the thread that runs the call frees
-// what it allocated. The device storages are held weakly, the output's last.
+// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. The call
+// is recorded as a fused run reads it: device operands as snapshots (as they are at enqueue, see
+// QueuedExecutable for why), so a fused run builds no host tensor and takes no copy of it; an op run
+// unfused makes its host aliases where it runs, so the thread that allocates them frees them. The device
+// storages are held weakly, the output's last.
 struct QueuedFastOp final : QueuedWork {
   const FastOp& fast;
-  TensorSnapshot a, out;
-  std::optional<TensorSnapshot> b;  // a device operand
-  at::Tensor number;                // or a Python number (b and number undefined: one tensor operand)
-  std::optional<at::Scalar> scalar;
+  FusibleCall call;  // arguments in schema order: a, then b (a device operand or a Python number), then the scalar
   bool fusible_;
-  QueuedFastOp(const FastOp& f, const Operands& x, const at::Tensor& o)
-      : fast(f), a(x.a), out(o), fusible_(runs_may_form()) {
-    if (x.b.defined() && x.b.is_privateuseone()) {
-      b.emplace(x.b);
-    } else {
-      number = x.b;
+  QueuedFastOp(const FastOp& f, const Operands& x, const at::Tensor& o) : fast(f), fusible_(runs_may_form()) {
+    call.op = &fast.handle;
+    call.arguments.emplace_back().tensor.emplace(x.a);
+    if (x.b.defined()) {
+      FusibleArgument& b = call.arguments.emplace_back();
+      if (x.b.is_privateuseone()) {
+        b.tensor.emplace(x.b);
+      } else {
+        b.value = x.b;
+      }
     }
-    if (x.scalar != nullptr) scalar = *x.scalar;
+    if (x.scalar != nullptr) call.arguments.emplace_back().value = *x.scalar;
+    call.outputs.emplace_back(o);
     if (fusible_) {
-      const c10::IValue operands[] = {x.a, x.b};
-      fusible_ = is_fusible_call(fast.handle, operands, x.b.defined() ? 2 : 1);
+      const at::Tensor* operands[] = {&x.a, &x.b};
+      fusible_ = is_fusible_call(fast.handle, operands);
     }
     hold(x.a.storage());
-    if (b) hold(x.b.storage());
+    if (x.b.defined() && x.b.is_privateuseone()) hold(x.b.storage());
     hold(o.storage());
+    call.output_storages.push_back(held.back()._unsafe_get_target());
   }
-  at::Tensor host_b() const { return b ? cpu_alias(*b) : number; }
+  static at::Tensor host_tensor(const FusibleArgument& a) { return a.tensor ? cpu_alias(*a.tensor) : a.value.toTensor(); }
+  // The host kernel's arguments: aliases of the device operands.
+  void host_arguments(at::Tensor* a, at::Tensor* b, std::optional<at::Scalar>* scalar) const {
+    const Form form = fast.name->form;
+    *a = host_tensor(call.arguments[0]);
+    if (form == Form::Binary || form == Form::BinaryAlpha) *b = host_tensor(call.arguments[1]);
+    if (form == Form::TensorScalar || form == Form::BinaryAlpha) *scalar = call.arguments.back().value.toScalar();
+  }
   void run() override {
-    at::Tensor host_out = cpu_alias(out);
-    run_out(fast, cpu_alias(a), host_b(), scalar, host_out);
+    at::Tensor a, b, out = cpu_alias(call.outputs[0]);
+    std::optional<at::Scalar> scalar;
+    host_arguments(&a, &b, &scalar);
+    run_out(fast, a, b, scalar, out);
   }
   std::string describe() const override {
-    return describe_call(fast.handle, boxed_arguments(fast, cpu_alias(a), host_b(), scalar));
+    at::Tensor a, b;
+    std::optional<at::Scalar> scalar;
+    host_arguments(&a, &b, &scalar);
+    return describe_call(fast.handle, boxed_arguments(fast, a, b, scalar));
   }
   bool fusible() const override { return fusible_; }
-  FusibleCall fusible_call() const override {
-    FusibleCall call;
-    call.op = &fast.handle;
-    call.arguments.push_back({a, {}});
-    if (b) {
-      call.arguments.push_back({*b, {}});
-    } else if (number.defined()) {
-      call.arguments.push_back({std::nullopt, number});
-    }
-    if (scalar) call.arguments.push_back({std::nullopt, *scalar});
-    call.outputs.push_back(out);
-    call.output_storages.push_back(held.back()._unsafe_get_target());
-    return call;
-  }
+  const FusibleCall* fusible_call() const override { return &call; }
 };
 
 // Queues the call, or runs it in place as queued work would run (queue.h kRunInPlaceMaxNs), when its

@@ -144,12 +144,12 @@ struct SegmentPlan {
 
 // Whether an op of the run after `end` (a later segment, or an op run unfused) reads `block` before an output
 // of the run takes the block over.
-bool read_after(const std::vector<FusibleCall>& calls, size_t end, const void* block) {
+bool read_after(const std::vector<const FusibleCall*>& calls, size_t end, const void* block) {
   for (size_t i = end; i < calls.size(); i++) {
-    for (const FusibleArgument& a : calls[i].arguments) {
+    for (const FusibleArgument& a : calls[i]->arguments) {
       if (a.tensor && a.tensor->block == block) return true;
     }
-    for (const TensorSnapshot& out : calls[i].outputs) {
+    for (const TensorSnapshot& out : calls[i]->outputs) {
       if (out.block == block) return false;
     }
   }
@@ -157,15 +157,15 @@ bool read_after(const std::vector<FusibleCall>& calls, size_t end, const void* b
 }
 
 // use_counts[first_use_count[i] + j]: the references output j of op i had when its run was sealed.
-SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vector<size_t>& use_counts,
+SegmentPlan plan_segment(const std::vector<const FusibleCall*>& calls, const std::vector<size_t>& use_counts,
                          const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
   SegmentPlan plan;
   ProducedIndex produced;
   std::vector<std::pair<size_t, size_t>> superseded;
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
-    h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
-    for (const FusibleArgument& a : calls[i].arguments) {
+    h = mix(h, reinterpret_cast<uint64_t>(&calls[i]->op->schema()));
+    for (const FusibleArgument& a : calls[i]->arguments) {
       if (!a.tensor) {
         const c10::IValue& v = a.value;
         if (!v.isTensor()) {
@@ -194,22 +194,22 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
         for (int64_t s : t.strides) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
       }
     }
-    produced.add(calls[i], i - begin, &superseded);
+    produced.add(*calls[i], i - begin, &superseded);
   }
   std::sort(superseded.begin(), superseded.end());
   for (size_t i = begin; i < end; i++) {
-    for (size_t j = 0; j < calls[i].outputs.size(); j++) {
+    for (size_t j = 0; j < calls[i]->outputs.size(); j++) {
       // Nobody refers to an intermediate result any more (queued work holds it weakly) and no later op of
       // the run reads it, or a later output of the segment took its block: the fused code need not write
       // it, and must not write it over that output.
       const bool dead = (g_skip_intermediate.load(std::memory_order_relaxed) && i + 1 != end &&
                          use_counts[first_use_count[i] + j] == 0 &&
-                         !read_after(calls, end, calls[i].outputs[j].block)) ||
+                         !read_after(calls, end, calls[i]->outputs[j].block)) ||
                         std::binary_search(superseded.begin(), superseded.end(), std::make_pair(i - begin, j));
       h = mix(h, dead ? 0x0f : 0x1f);
       if (!dead) {
         plan.live.emplace_back(i - begin, j);
-        plan.live_tensors.push_back(&calls[i].outputs[j]);
+        plan.live_tensors.push_back(&calls[i]->outputs[j]);
       }
     }
   }
@@ -234,11 +234,11 @@ bool has_only_fusible_arguments(const FusibleCall& call) {
   return true;
 }
 
-std::string describe_ops(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+std::string describe_ops(const std::vector<const FusibleCall*>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                          size_t begin, size_t end) {
   std::string out;
   for (size_t i = begin; i < end; i++) {
-    out += (i > begin ? "; " : "") + calls[i].op->schema().name() + source_text(items[i]->source);
+    out += (i > begin ? "; " : "") + calls[i]->op->schema().name() + source_text(items[i]->source);
   }
   return out;
 }
@@ -249,14 +249,14 @@ py::object python_value(const c10::IValue& v) {
 }
 
 // What compile_run (localneuron/adaptive_eager/compile.py) builds the fused graph from.
-py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+py::dict describe_for_compile(const std::vector<const FusibleCall*>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                               size_t begin, size_t end, const SegmentPlan& plan) {
   py::list ops, lines;
   ProducedIndex produced;
   for (size_t i = begin; i < end; i++) {
-    const c10::OperatorName& name = calls[i].op->operator_name();
+    const c10::OperatorName& name = calls[i]->op->operator_name();
     py::list arguments;
-    for (const FusibleArgument& a : calls[i].arguments) {
+    for (const FusibleArgument& a : calls[i]->arguments) {
       if (!a.tensor) {
         arguments.append(py::make_tuple("constant", python_value(a.value)));
         continue;
@@ -272,7 +272,7 @@ py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::
     }
     ops.append(py::make_tuple(name.name, name.overload_name, arguments));
     lines.append(source_text(items[i]->source));
-    produced.add(calls[i], i - begin);
+    produced.add(*calls[i], i - begin);
   }
   py::list inputs, live;
   for (const TensorSnapshot* t : plan.inputs) inputs.append(cpu_alias(*t));
@@ -390,25 +390,22 @@ void FusedKernels::run(const std::vector<const TensorSnapshot*>& inputs,
   }
 }
 
-bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count) {
+bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tensor*> operands) {
   const c10::FunctionSchema* schema = &op.schema();
   if (g_fusible.count(schema) == 0) return false;
   bool number = false;
   at::ScalarType sixteen_bit = at::ScalarType::Undefined;  // a 16-bit float operand's type
-  for (size_t i = 0; i < count; i++) {
-    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
-    const at::Tensor& t = arguments[i].toTensor();
-    number = number || is_wrapped_scalar(t);
-    if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) sixteen_bit = t.scalar_type();
+  for (const at::Tensor* t : operands) {
+    if (!t->defined()) continue;
+    number = number || is_wrapped_scalar(*t);
+    if (t->scalar_type() == at::kHalf || t->scalar_type() == at::kBFloat16) sixteen_bit = t->scalar_type();
   }
   if (sixteen_bit == at::ScalarType::Undefined) return true;
   // ATen runs a call with a 0-dim operand through its scalar path and, per op, keeps that operand's value
   // (mul: a float32 one multiplies in float32) or rounds it to the 16-bit type first (add); the generated
   // code always rounds it.
-  for (size_t i = 0; i < count; i++) {
-    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
-    const at::Tensor& t = arguments[i].toTensor();
-    if (t.dim() == 0 && !is_wrapped_scalar(t) && t.scalar_type() != sixteen_bit) return false;
+  for (const at::Tensor* t : operands) {
+    if (t->defined() && t->dim() == 0 && !is_wrapped_scalar(*t) && t->scalar_type() != sixteen_bit) return false;
   }
   if (g_float32_only.count(schema) > 0) return false;
   return !number || g_numbers_float32_only.count(schema) == 0;
@@ -446,7 +443,7 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
 }
 
 void FusedRun::run_segment(size_t begin, size_t end) {
-  const std::vector<FusibleCall>& calls = calls_;
+  const std::vector<const FusibleCall*>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
     return;
@@ -518,7 +515,7 @@ void FusedRun::seal() {
   for (const auto& item : items_) {
     calls_.push_back(item->fusible_call());
     first_use_count_.push_back(use_counts_.size());
-    for (const c10::StorageImpl* s : calls_.back().output_storages) {
+    for (const c10::StorageImpl* s : calls_.back()->output_storages) {
       use_counts_.push_back(c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)));
     }
   }
@@ -526,23 +523,23 @@ void FusedRun::seal() {
 
 void FusedRun::run() {
   seal();
-  const std::vector<FusibleCall>& calls = calls_;
+  const std::vector<const FusibleCall*>& calls = calls_;
   size_t begin = 0;
   ProducedIndex produced;  // of the segment from `begin`
   for (size_t i = 0; i < calls.size(); i++) {
-    if (!has_only_fusible_arguments(calls[i])) {
+    if (!has_only_fusible_arguments(*calls[i])) {
       run_segment(begin, i);
       run_unfused(i, i + 1);
       begin = i + 1;
       produced.clear();
       continue;
     }
-    if (i > begin && reaches_into_segment(produced, calls[i])) {
+    if (i > begin && reaches_into_segment(produced, *calls[i])) {
       run_segment(begin, i);
       begin = i;
       produced.clear();
     }
-    produced.add(calls[i], i - begin);
+    produced.add(*calls[i], i - begin);
   }
   if (begin < calls.size()) run_segment(begin, calls.size());
   if (first_error_) std::rethrow_exception(first_error_);

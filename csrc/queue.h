@@ -72,9 +72,9 @@ struct QueuedWork {
   virtual void run() = 0;
   // The op and its input signature, for error messages ("aten::mm(float32[4, 8], float32[8, 2])").
   virtual std::string describe() const = 0;
-  // Adaptive Eager: whether this work may join a fused run, and its call when it does.
+  // Adaptive Eager: whether this work may join a fused run, and its call when it does (valid while the work lives).
   virtual bool fusible() const { return false; }
-  virtual FusibleCall fusible_call() const { return {}; }
+  virtual const FusibleCall* fusible_call() const { return nullptr; }
   // Weak references to every device storage the work reads or writes: they do not keep the bytes
   // alive (a tensor freed in Python returns to the allocator at once), only the storage objects, so that
   // the work's blocks can be stamped when it is queued and fusion can tell dead outputs.
