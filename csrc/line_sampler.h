@@ -7,9 +7,10 @@
 // loop period can alias with the sampling. A mean gap of 0 credits every op its own time (exact, slower).
 //
 // A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
-// user frames (code object and line; whether a file is library code is asked of Python once per code
-// object); localneuron/profiler/line_time.py formats the table. Only a thread without a user frame
-// (the autograd engine's) calls the Python sampler, which finds the line that called backward().
+// user frames (code object and instruction offset, turned into lines when the table is read; whether a
+// file is library code is asked of Python once per code object); localneuron/profiler/line_time.py
+// formats the table. Only a thread without a user frame (the autograd engine's) calls the Python
+// sampler, which finds the line that called backward().
 #pragma once
 #include <pybind11/pybind11.h>
 
