@@ -235,7 +235,10 @@ struct QueuedExecutable final : QueuedWork {
     if (exe.route != Route::Device) return false;
     c10::SmallVector<const at::Tensor*, 8> operands;
     for (const c10::IValue& v : host_arguments) {
-      if (v.isTensor()) operands.push_back(&v.toTensor());
+      if (!v.isTensor()) continue;
+      // The run reads its operands as snapshots, which keep no lazy conj/neg bits.
+      if (v.toTensor().defined() && !snapshot_is_exact(v.toTensor())) return false;
+      operands.push_back(&v.toTensor());
     }
     if (!is_fusible_call(op, operands)) return false;
     for (const ReturnSpec& r : spec.returns) {
