@@ -84,20 +84,46 @@ void release_passed_adopted_bytes() {
   for (AdoptedBytes* a : passed) delete a;  // outside the lock: a shared host storage may free more
 }
 
+namespace {
+
+// Non-owning: whoever asks keeps the bytes alive for as long as the host kernel runs.
+c10::intrusive_ptr<c10::TensorImpl> host_tensor_over(void* block, size_t nbytes, caffe2::TypeMeta dtype,
+                                                     c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
+  c10::Storage host(c10::Storage::use_byte_size_t{}, nbytes, c10::DataPtr(block, c10::Device(c10::DeviceType::CPU)),
+                    alias_allocator(), /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), kHostKeys, dtype);
+  impl->set_sizes_and_strides(sizes, strides, offset);
+  return impl;
+}
+
+}  // namespace
+
+TensorSnapshot::TensorSnapshot(const at::Tensor& t)
+    : offset(t.storage_offset()), dtype(t.scalar_type()), sizes(t.sizes().begin(), t.sizes().end()),
+      strides(t.strides().begin(), t.strides().end()) {
+  const c10::StorageImpl* st = t.storage().unsafeGetStorageImpl();
+  check_storage_covers(t, st->nbytes());
+  block = const_cast<void*>(st->data());
+  block_bytes = st->nbytes();
+}
+
+bool snapshot_is_exact(const at::Tensor& t) { return !t._is_zerotensor() && !t.is_conj() && !t.is_neg(); }
+
 at::Tensor cpu_alias(const at::Tensor& t) {
   if (!t.defined() || !t.is_privateuseone()) return t;
   // An efficient zero tensor has no bytes at all: host kernels get real zeros, as ZeroTensor's fallback gives.
   if (C10_UNLIKELY(t._is_zerotensor())) return at::zeros(t.sizes(), t.options().device(c10::kCPU));
   const c10::StorageImpl* st = t.storage().unsafeGetStorageImpl();
   check_storage_covers(t, st->nbytes());
-  // Non-owning: the caller keeps `t` alive for as long as the host kernel runs.
-  c10::Storage host(c10::Storage::use_byte_size_t{}, st->nbytes(),
-                    c10::DataPtr(const_cast<void*>(st->data()), c10::Device(c10::DeviceType::CPU)),
-                    alias_allocator(), /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(host), kHostKeys, t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  auto impl = host_tensor_over(const_cast<void*>(st->data()), st->nbytes(), t.dtype(), t.sizes(), t.strides(),
+                               t.storage_offset());
   copy_lazy_bits(*impl, t);
   return at::Tensor(std::move(impl));
+}
+
+at::Tensor cpu_alias(const TensorSnapshot& s) {
+  return at::Tensor(host_tensor_over(s.block, s.block_bytes, caffe2::TypeMeta::fromScalarType(s.dtype), s.sizes,
+                                     s.strides, s.offset));
 }
 
 at::Tensor adopt(const at::Tensor& host, c10::DeviceIndex device) {

@@ -118,40 +118,69 @@ std::vector<c10::IValue> boxed_arguments(const FastOp& fast, const at::Tensor& a
   return args;
 }
 
-// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. Host
-// aliases are taken at enqueue (see QueuedExecutable); the device storages are held weakly, the
-// output's last.
+// A queued call: the host kernel's out= overload writes into the output allocated at enqueue. The call
+// is recorded as a fused run reads it: device operands as snapshots (as they are at enqueue, see
+// QueuedExecutable for why), so a fused run builds no host tensor and takes no copy of it; an op run
+// unfused makes its host aliases where it runs, so the thread that allocates them frees them. The device
+// storages are held weakly, the output's last.
 struct QueuedFastOp final : QueuedWork {
   const FastOp& fast;
-  at::Tensor a, b, out;  // host aliases (b: also a Python number, or undefined)
-  std::optional<at::Scalar> scalar;
-  QueuedFastOp(const FastOp& f, const Operands& x, const at::Tensor& o)
-      : fast(f), a(cpu_alias(x.a)), b(cpu_alias(x.b)), out(cpu_alias(o)) {
-    if (x.scalar != nullptr) scalar = *x.scalar;
+  FusibleCall call;  // arguments in schema order: a, then b (a device operand or a Python number), then the scalar
+  bool fusible_;
+  QueuedFastOp(const FastOp& f, const Operands& x, const at::Tensor& o) : fast(f), fusible_(runs_may_form()) {
+    call.op = &fast.handle;
+    call.arguments.emplace_back().tensor.emplace(x.a);
+    if (x.b.defined()) {
+      FusibleArgument& b = call.arguments.emplace_back();
+      if (x.b.is_privateuseone()) {
+        b.tensor.emplace(x.b);
+      } else {
+        b.value = x.b;
+      }
+    }
+    if (x.scalar != nullptr) call.arguments.emplace_back().value = *x.scalar;
+    call.outputs.emplace_back(o);
+    if (fusible_) {
+      const at::Tensor* operands[] = {&x.a, &x.b};
+      fusible_ = is_fusible_call(fast.handle, operands);
+    }
     hold(x.a.storage());
     if (x.b.defined() && x.b.is_privateuseone()) hold(x.b.storage());
     hold(o.storage());
+    call.output_storages.push_back(held.back()._unsafe_get_target());
   }
-  void run() override { run_out(fast, a, b, scalar, out); }
-  std::string describe() const override { return describe_call(fast.handle, boxed_arguments(fast, a, b, scalar)); }
-  bool fusible() const override {
-    const c10::IValue operands[] = {a, b};
-    return is_fusible_call(fast.handle, operands, b.defined() ? 2 : 1);
+  static at::Tensor host_tensor(const FusibleArgument& a) { return a.tensor ? cpu_alias(*a.tensor) : a.value.toTensor(); }
+  // The host kernel's arguments: aliases of the device operands.
+  void host_arguments(at::Tensor* a, at::Tensor* b, std::optional<at::Scalar>* scalar) const {
+    const Form form = fast.name->form;
+    *a = host_tensor(call.arguments[0]);
+    if (form == Form::Binary || form == Form::BinaryAlpha) *b = host_tensor(call.arguments[1]);
+    if (form == Form::TensorScalar || form == Form::BinaryAlpha) *scalar = call.arguments.back().value.toScalar();
   }
-  FusibleCall fusible_call() const override {
-    FusibleCall call;
-    call.op = &fast.handle;
-    call.arguments = boxed_arguments(fast, a, b, scalar);
-    call.outputs = {out};
-    call.output_storages = {held.back()._unsafe_get_target()};
-    return call;
+  void run() override {
+    at::Tensor a, b, out = cpu_alias(call.outputs[0]);
+    std::optional<at::Scalar> scalar;
+    host_arguments(&a, &b, &scalar);
+    run_out(fast, a, b, scalar, out);
   }
+  std::string describe() const override {
+    at::Tensor a, b;
+    std::optional<at::Scalar> scalar;
+    host_arguments(&a, &b, &scalar);
+    return describe_call(fast.handle, boxed_arguments(fast, a, b, scalar));
+  }
+  bool fusible() const override { return fusible_; }
+  const FusibleCall* fusible_call() const override { return &call; }
 };
 
 // Queues the call, or runs it in place as queued work would run (queue.h kRunInPlaceMaxNs), when its
 // output layout is known; an undefined result means: take the boxed path.
 at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Operands& x) {
   if (exe.execution != Execution::Queued || issuer_needs_own_thread()) return at::Tensor();
+  // Queued work records its device operands as snapshots, which need bytes and keep no lazy bits.
+  if (!snapshot_is_exact(x.a) || (x.b.defined() && x.b.is_privateuseone() && !snapshot_is_exact(x.b))) {
+    return at::Tensor();
+  }
   const c10::DeviceIndex device = x.a.device().index();
   at::Tensor out = allocate_binary_output(layout_key(key, x.a, x.b), device);
   if (!out.defined()) return out;

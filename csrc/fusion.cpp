@@ -88,11 +88,6 @@ uint64_t mix_plain(uint64_t h, const c10::IValue& v) {
   return mix_bytes(mix(h, 0xc0), &z, sizeof(z));
 }
 
-bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
-  return a.data_ptr() == b.data_ptr() && a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
-}
-
 // The outputs of a segment's ops so far, by the device block each fills. Every output is a new block of
 // its own (queued_ops.cpp queues no op whose result shares storage), so an argument in one of those
 // blocks either is that output or reaches into it (a view), and a lookup is a pointer comparison. A block
@@ -103,13 +98,13 @@ class ProducedIndex {
  public:
   struct Produced {
     const void* block;
-    const at::Tensor* tensor;
+    const TensorSnapshot* tensor;
     size_t item, output;  // item relative to the segment
   };
   // Adds call's outputs; each output whose block one of them takes over goes to *superseded, if given.
   void add(const FusibleCall& call, size_t item, std::vector<std::pair<size_t, size_t>>* superseded = nullptr) {
     for (size_t j = 0; j < call.outputs.size(); j++) {
-      const void* block = block_of(call.outputs[j]);
+      const void* block = call.outputs[j].block;
       for (auto p = entries_.begin(); p != entries_.end();) {
         if (p->block != block || block == nullptr) {
           ++p;
@@ -122,13 +117,13 @@ class ProducedIndex {
     }
   }
   // The output `t` is, or nullptr; `reaches_into` when `t` lies in an output's block without being it.
-  const Produced* find(const at::Tensor& t, bool* reaches_into) const {
+  const Produced* find(const TensorSnapshot& t, bool* reaches_into) const {
     *reaches_into = false;
-    const void* block = block_of(t);
+    const void* block = t.block;
     if (block == nullptr) return nullptr;  // no bytes: nothing to wire
     for (const Produced& p : entries_) {
       if (p.block != block) continue;
-      if (same_tensor(*p.tensor, t)) return &p;
+      if (*p.tensor == t) return &p;
       *reaches_into = true;
     }
     return nullptr;
@@ -136,87 +131,85 @@ class ProducedIndex {
   void clear() { entries_.clear(); }
 
  private:
-  static const void* block_of(const at::Tensor& t) { return t.storage().data(); }
   std::vector<Produced> entries_;
 };
 
 // How each argument of a segment's ops is wired, and the segment's key.
 struct SegmentPlan {
   uint64_t key = 0;
-  std::vector<const at::Tensor*> inputs;         // external, deduplicated
-  std::vector<std::pair<size_t, size_t>> live;   // (item, output) the fused code must write
-  std::vector<const at::Tensor*> live_tensors;   // their host aliases
+  std::vector<const TensorSnapshot*> inputs;        // external, deduplicated
+  std::vector<std::pair<size_t, size_t>> live;      // (item, output) the fused code must write
+  std::vector<const TensorSnapshot*> live_tensors;  // their bytes
 };
 
 // Whether an op of the run after `end` (a later segment, or an op run unfused) reads `block` before an output
 // of the run takes the block over.
-bool read_after(const std::vector<FusibleCall>& calls, size_t end, const void* block) {
+bool read_after(const std::vector<const FusibleCall*>& calls, size_t end, const void* block) {
   for (size_t i = end; i < calls.size(); i++) {
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (v.isTensor() && v.toTensor().defined() && !is_wrapped_scalar(v.toTensor()) &&
-          v.toTensor().storage().data() == block) {
-        return true;
-      }
+    for (const FusibleArgument& a : calls[i]->arguments) {
+      if (a.tensor && a.tensor->block == block) return true;
     }
-    for (const at::Tensor& out : calls[i].outputs) {
-      if (out.storage().data() == block) return false;
+    for (const TensorSnapshot& out : calls[i]->outputs) {
+      if (out.block == block) return false;
     }
   }
   return false;
 }
 
 // use_counts[first_use_count[i] + j]: the references output j of op i had when its run was sealed.
-SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vector<size_t>& use_counts,
+SegmentPlan plan_segment(const std::vector<const FusibleCall*>& calls, const std::vector<size_t>& use_counts,
                          const std::vector<size_t>& first_use_count, size_t begin, size_t end) {
   SegmentPlan plan;
   ProducedIndex produced;
   std::vector<std::pair<size_t, size_t>> superseded;
   uint64_t h = mix(0xada9, end - begin);
   for (size_t i = begin; i < end; i++) {
-    h = mix(h, reinterpret_cast<uint64_t>(&calls[i].op->schema()));
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (!v.isTensor()) {
-        h = mix_plain(h, v);
+    h = mix(h, reinterpret_cast<uint64_t>(&calls[i]->op->schema()));
+    for (const FusibleArgument& a : calls[i]->arguments) {
+      if (!a.tensor) {
+        const c10::IValue& v = a.value;
+        if (!v.isTensor()) {
+          h = mix_plain(h, v);
+        } else if (!v.toTensor().defined()) {
+          h = mix(h, 0x70);
+        } else {  // a Python number
+          const at::Tensor& t = v.toTensor();
+          h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
+        }
         continue;
       }
-      const at::Tensor& t = v.toTensor();
-      if (!t.defined()) {
-        h = mix(h, 0x70);
-      } else if (is_wrapped_scalar(t)) {
-        h = mix_bytes(mix(h, static_cast<uint64_t>(t.scalar_type()) + 0x5c), t.data_ptr(), t.itemsize());
-      } else {
-        bool reaches_into = false;
-        if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
-          h = mix(mix(mix(h, 0x9e), p->item), p->output);
-          continue;
-        }
-        size_t k = 0;
-        while (k < plan.inputs.size() && !same_tensor(*plan.inputs[k], t)) k++;
-        h = mix(mix(h, 0xe7), k);
-        if (k == plan.inputs.size()) {
-          plan.inputs.push_back(&t);
-          h = mix(h, static_cast<uint64_t>(t.scalar_type()));
-          for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
-          for (int64_t s : t.strides()) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
-        }
+      const TensorSnapshot& t = *a.tensor;
+      bool reaches_into = false;
+      if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
+        h = mix(mix(mix(h, 0x9e), p->item), p->output);
+        continue;
+      }
+      size_t k = 0;
+      while (k < plan.inputs.size() && !(*plan.inputs[k] == t)) k++;
+      h = mix(mix(h, 0xe7), k);
+      if (k == plan.inputs.size()) {
+        plan.inputs.push_back(&t);
+        h = mix(h, static_cast<uint64_t>(t.dtype));
+        for (int64_t s : t.sizes) h = mix(h, static_cast<uint64_t>(s));
+        for (int64_t s : t.strides) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
       }
     }
-    produced.add(calls[i], i - begin, &superseded);
+    produced.add(*calls[i], i - begin, &superseded);
   }
   std::sort(superseded.begin(), superseded.end());
   for (size_t i = begin; i < end; i++) {
-    for (size_t j = 0; j < calls[i].outputs.size(); j++) {
+    for (size_t j = 0; j < calls[i]->outputs.size(); j++) {
       // Nobody refers to an intermediate result any more (queued work holds it weakly) and no later op of
       // the run reads it, or a later output of the segment took its block: the fused code need not write
       // it, and must not write it over that output.
       const bool dead = (g_skip_intermediate.load(std::memory_order_relaxed) && i + 1 != end &&
                          use_counts[first_use_count[i] + j] == 0 &&
-                         !read_after(calls, end, calls[i].outputs[j].storage().data())) ||
+                         !read_after(calls, end, calls[i]->outputs[j].block)) ||
                         std::binary_search(superseded.begin(), superseded.end(), std::make_pair(i - begin, j));
       h = mix(h, dead ? 0x0f : 0x1f);
       if (!dead) {
         plan.live.emplace_back(i - begin, j);
-        plan.live_tensors.push_back(&calls[i].outputs[j]);
+        plan.live_tensors.push_back(&calls[i]->outputs[j]);
       }
     }
   }
@@ -226,26 +219,26 @@ SegmentPlan plan_segment(const std::vector<FusibleCall>& calls, const std::vecto
 
 // Whether `call` must start a new segment: an argument is a view into an output of the segment so far.
 bool reaches_into_segment(const ProducedIndex& produced, const FusibleCall& call) {
-  for (const c10::IValue& v : call.arguments) {
-    if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) continue;
+  for (const FusibleArgument& a : call.arguments) {
+    if (!a.tensor) continue;
     bool reaches_into = false;
-    if (produced.find(v.toTensor(), &reaches_into) == nullptr && reaches_into) return true;
+    if (produced.find(*a.tensor, &reaches_into) == nullptr && reaches_into) return true;
   }
   return false;
 }
 
 bool has_only_fusible_arguments(const FusibleCall& call) {
-  for (const c10::IValue& v : call.arguments) {
-    if (!v.isTensor() && !is_plain(v)) return false;
+  for (const FusibleArgument& a : call.arguments) {
+    if (!a.tensor && !a.value.isTensor() && !is_plain(a.value)) return false;
   }
   return true;
 }
 
-std::string describe_ops(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+std::string describe_ops(const std::vector<const FusibleCall*>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                          size_t begin, size_t end) {
   std::string out;
   for (size_t i = begin; i < end; i++) {
-    out += (i > begin ? "; " : "") + calls[i].op->schema().name() + source_text(items[i]->source);
+    out += (i > begin ? "; " : "") + calls[i]->op->schema().name() + source_text(items[i]->source);
   }
   return out;
 }
@@ -256,34 +249,33 @@ py::object python_value(const c10::IValue& v) {
 }
 
 // What compile_run (localneuron/adaptive_eager/compile.py) builds the fused graph from.
-py::dict describe_for_compile(const std::vector<FusibleCall>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
+py::dict describe_for_compile(const std::vector<const FusibleCall*>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                               size_t begin, size_t end, const SegmentPlan& plan) {
   py::list ops, lines;
   ProducedIndex produced;
   for (size_t i = begin; i < end; i++) {
-    const c10::OperatorName& name = calls[i].op->operator_name();
+    const c10::OperatorName& name = calls[i]->op->operator_name();
     py::list arguments;
-    for (const c10::IValue& v : calls[i].arguments) {
-      if (!v.isTensor() || !v.toTensor().defined() || is_wrapped_scalar(v.toTensor())) {
-        arguments.append(py::make_tuple("constant", python_value(v)));
+    for (const FusibleArgument& a : calls[i]->arguments) {
+      if (!a.tensor) {
+        arguments.append(py::make_tuple("constant", python_value(a.value)));
         continue;
       }
-      const at::Tensor& t = v.toTensor();
       bool reaches_into = false;
-      if (const ProducedIndex::Produced* p = produced.find(t, &reaches_into)) {
+      if (const ProducedIndex::Produced* p = produced.find(*a.tensor, &reaches_into)) {
         arguments.append(py::make_tuple("result", p->item, p->output));
         continue;
       }
       size_t k = 0;
-      while (!same_tensor(*plan.inputs[k], t)) k++;
+      while (!(*plan.inputs[k] == *a.tensor)) k++;
       arguments.append(py::make_tuple("input", k));
     }
     ops.append(py::make_tuple(name.name, name.overload_name, arguments));
     lines.append(source_text(items[i]->source));
-    produced.add(calls[i], i - begin);
+    produced.add(*calls[i], i - begin);
   }
   py::list inputs, live;
-  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  for (const TensorSnapshot* t : plan.inputs) inputs.append(cpu_alias(*t));
   for (const auto& [item, output] : plan.live) live.append(py::make_tuple(item, output));
   py::dict d;
   d["ops"] = ops;
@@ -318,26 +310,26 @@ constexpr std::array<FusedKernels::Invoker, sizeof...(N)> invokers(std::index_se
 }
 constexpr auto kInvokers = invokers(std::make_index_sequence<FusedKernels::kMaxKernelArguments + 1>{});
 
-bool has_layout(const at::Tensor& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+bool has_layout(const TensorSnapshot& t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
                 at::ScalarType dtype) {
-  return t.scalar_type() == dtype && t.sizes() == c10::IntArrayRef(sizes) && t.strides() == c10::IntArrayRef(strides);
+  return t.dtype == dtype && c10::IntArrayRef(t.sizes) == c10::IntArrayRef(sizes) &&
+         c10::IntArrayRef(t.strides) == c10::IntArrayRef(strides);
 }
 
 // Whether `output` took over the block of one of the run's inputs (freed while the run was issued): written
 // in place, a kernel could overwrite input data a later kernel of the run still reads.
-bool fills_an_input_block(const at::Tensor& output, const std::vector<const at::Tensor*>& inputs) {
-  const void* block = output.storage().data();
-  return std::any_of(inputs.begin(), inputs.end(), [&](const at::Tensor* t) { return t->storage().data() == block; });
+bool fills_an_input_block(const TensorSnapshot& output, const std::vector<const TensorSnapshot*>& inputs) {
+  return std::any_of(inputs.begin(), inputs.end(), [&](const TensorSnapshot* t) { return t->block == output.block; });
 }
 
 void run_python_wrapper(const py::object& run, const SegmentPlan& plan) {
   py::gil_scoped_acquire gil;
   py::list inputs;
-  for (const at::Tensor* t : plan.inputs) inputs.append(*t);
+  for (const TensorSnapshot* t : plan.inputs) inputs.append(cpu_alias(*t));
   const auto outputs = run(inputs).cast<std::vector<at::Tensor>>();
   TORCH_CHECK(outputs.size() == plan.live_tensors.size(), "the fused executable returned ", outputs.size(),
               " results, not ", plan.live_tensors.size());
-  for (size_t k = 0; k < outputs.size(); k++) const_cast<at::Tensor*>(plan.live_tensors[k])->copy_(outputs[k]);
+  for (size_t k = 0; k < outputs.size(); k++) cpu_alias(*plan.live_tensors[k]).copy_(outputs[k]);
 }
 
 }  // namespace
@@ -361,57 +353,59 @@ FusedKernels::FusedKernels(const std::vector<at::Tensor>& buffers,
   for (int operand : outputs_) check(operand);
 }
 
-void FusedKernels::run(const std::vector<const at::Tensor*>& inputs, const std::vector<const at::Tensor*>& outputs) const {
+void FusedKernels::run(const std::vector<const TensorSnapshot*>& inputs,
+                       const std::vector<const TensorSnapshot*>& outputs) const {
   TORCH_CHECK(inputs.size() == inputs_ && outputs.size() == outputs_.size(), "fused kernels for ", inputs_,
               " inputs and ", outputs_.size(), " results run with ", inputs.size(), " and ", outputs.size());
   // Each buffer lives in the result it becomes, when its layout is the result's, else in scratch memory.
-  c10::SmallVector<at::Tensor, 8> memory(buffers_.size());
+  c10::SmallVector<void*, 8> memory(buffers_.size(), nullptr);
+  c10::SmallVector<at::Tensor, 8> scratch(buffers_.size());
   c10::SmallVector<bool, 8> written_in_place(outputs_.size(), false);
   for (size_t j = 0; j < outputs_.size(); j++) {
     const int operand = outputs_[j];
     if (operand >= 0) continue;
     const Layout& b = buffers_[-1 - operand];
-    if (!memory[-1 - operand].defined() && has_layout(*outputs[j], b.sizes, b.strides, b.dtype) &&
+    if (memory[-1 - operand] == nullptr && has_layout(*outputs[j], b.sizes, b.strides, b.dtype) &&
         !fills_an_input_block(*outputs[j], inputs)) {
-      memory[-1 - operand] = *outputs[j];
+      memory[-1 - operand] = outputs[j]->data();
       written_in_place[j] = true;
     }
   }
   for (size_t b = 0; b < buffers_.size(); b++) {
-    if (!memory[b].defined()) {
-      memory[b] = at::empty_strided(buffers_[b].sizes, buffers_[b].strides, at::TensorOptions().dtype(buffers_[b].dtype));
+    if (memory[b] == nullptr) {
+      scratch[b] = at::empty_strided(buffers_[b].sizes, buffers_[b].strides, at::TensorOptions().dtype(buffers_[b].dtype));
+      memory[b] = scratch[b].data_ptr();
     }
   }
-  auto tensor = [&](int operand) -> const at::Tensor& { return operand >= 0 ? *inputs[operand] : memory[-1 - operand]; };
+  auto pointer = [&](int operand) { return operand >= 0 ? inputs[operand]->data() : memory[-1 - operand]; };
   void* pointers[kMaxKernelArguments];
   for (const Call& call : calls_) {
-    for (size_t a = 0; a < call.operands.size(); a++) pointers[a] = tensor(call.operands[a]).data_ptr();
+    for (size_t a = 0; a < call.operands.size(); a++) pointers[a] = pointer(call.operands[a]);
     call.invoke(call.kernel, pointers);
   }
   for (size_t j = 0; j < outputs_.size(); j++) {
-    if (!written_in_place[j]) const_cast<at::Tensor*>(outputs[j])->copy_(tensor(outputs_[j]));
+    if (written_in_place[j]) continue;
+    const int operand = outputs_[j];
+    cpu_alias(*outputs[j]).copy_(operand >= 0 ? cpu_alias(*inputs[operand]) : scratch[-1 - operand]);
   }
 }
 
-bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count) {
+bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tensor*> operands) {
   const c10::FunctionSchema* schema = &op.schema();
   if (g_fusible.count(schema) == 0) return false;
   bool number = false;
   at::ScalarType sixteen_bit = at::ScalarType::Undefined;  // a 16-bit float operand's type
-  for (size_t i = 0; i < count; i++) {
-    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
-    const at::Tensor& t = arguments[i].toTensor();
-    number = number || is_wrapped_scalar(t);
-    if (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16) sixteen_bit = t.scalar_type();
+  for (const at::Tensor* t : operands) {
+    if (!t->defined()) continue;
+    number = number || is_wrapped_scalar(*t);
+    if (t->scalar_type() == at::kHalf || t->scalar_type() == at::kBFloat16) sixteen_bit = t->scalar_type();
   }
   if (sixteen_bit == at::ScalarType::Undefined) return true;
   // ATen runs a call with a 0-dim operand through its scalar path and, per op, keeps that operand's value
   // (mul: a float32 one multiplies in float32) or rounds it to the 16-bit type first (add); the generated
   // code always rounds it.
-  for (size_t i = 0; i < count; i++) {
-    if (!arguments[i].isTensor() || !arguments[i].toTensor().defined()) continue;
-    const at::Tensor& t = arguments[i].toTensor();
-    if (t.dim() == 0 && !is_wrapped_scalar(t) && t.scalar_type() != sixteen_bit) return false;
+  for (const at::Tensor* t : operands) {
+    if (t->defined() && t->dim() == 0 && !is_wrapped_scalar(*t) && t->scalar_type() != sixteen_bit) return false;
   }
   if (g_float32_only.count(schema) > 0) return false;
   return !number || g_numbers_float32_only.count(schema) == 0;
@@ -449,7 +443,7 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
 }
 
 void FusedRun::run_segment(size_t begin, size_t end) {
-  const std::vector<FusibleCall>& calls = calls_;
+  const std::vector<const FusibleCall*>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
     return;
@@ -521,7 +515,7 @@ void FusedRun::seal() {
   for (const auto& item : items_) {
     calls_.push_back(item->fusible_call());
     first_use_count_.push_back(use_counts_.size());
-    for (const c10::StorageImpl* s : calls_.back().output_storages) {
+    for (const c10::StorageImpl* s : calls_.back()->output_storages) {
       use_counts_.push_back(c10::raw::intrusive_ptr::use_count(const_cast<c10::StorageImpl*>(s)));
     }
   }
@@ -529,23 +523,23 @@ void FusedRun::seal() {
 
 void FusedRun::run() {
   seal();
-  const std::vector<FusibleCall>& calls = calls_;
+  const std::vector<const FusibleCall*>& calls = calls_;
   size_t begin = 0;
   ProducedIndex produced;  // of the segment from `begin`
   for (size_t i = 0; i < calls.size(); i++) {
-    if (!has_only_fusible_arguments(calls[i])) {
+    if (!has_only_fusible_arguments(*calls[i])) {
       run_segment(begin, i);
       run_unfused(i, i + 1);
       begin = i + 1;
       produced.clear();
       continue;
     }
-    if (i > begin && reaches_into_segment(produced, calls[i])) {
+    if (i > begin && reaches_into_segment(produced, *calls[i])) {
       run_segment(begin, i);
       begin = i;
       produced.clear();
     }
-    produced.add(calls[i], i - begin);
+    produced.add(*calls[i], i - begin);
   }
   if (begin < calls.size()) run_segment(begin, calls.size());
   if (first_error_) std::rethrow_exception(first_error_);

@@ -25,8 +25,8 @@ bool joins_run(const QueuedWork& work);
 // Whether any work may join a run now (fusion on, not deterministic).
 bool runs_may_form();
 // Whether a call may be fused: its op is on the allow-list, and its entry's dtype rule admits the
-// call's operands (`arguments`: its host arguments).
-bool is_fusible_call(const c10::OperatorHandle& op, const c10::IValue* arguments, size_t count);
+// call's tensor operands (undefined ones allowed).
+bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tensor*> operands);
 
 // The pending run of a stream: its ops run fused, or one by one where fusion does not apply.
 class FusedRun final : public QueuedWork {
@@ -45,7 +45,7 @@ class FusedRun final : public QueuedWork {
   void run_segment(size_t begin, size_t end);
   void run_unfused(size_t begin, size_t end);
   std::vector<std::unique_ptr<QueuedWork>> items_;
-  std::vector<FusibleCall> calls_;          // one per item, from seal()
+  std::vector<const FusibleCall*> calls_;   // one per item (held by the item), from seal()
   std::vector<size_t> use_counts_;          // of each output storage of calls_, in order, at seal()
   std::vector<size_t> first_use_count_;     // where each call's outputs start in use_counts_
   std::ptrdiff_t failed_ = -1;  // the item whose error this run reports
@@ -68,7 +68,7 @@ class FusedKernels {
   // outputs: the operand each result is; python_run: the wrapper's route (traced runs go through it).
   FusedKernels(const std::vector<at::Tensor>& buffers, const std::vector<std::pair<uintptr_t, std::vector<int>>>& calls,
                std::vector<int> outputs, size_t inputs, pybind11::object python_run);
-  void run(const std::vector<const at::Tensor*>& inputs, const std::vector<const at::Tensor*>& outputs) const;
+  void run(const std::vector<const TensorSnapshot*>& inputs, const std::vector<const TensorSnapshot*>& outputs) const;
   const pybind11::object& python_run() const { return python_run_; }
   mutable std::atomic<int64_t> launches{0};  // runs made, for the report (stats.py)
 

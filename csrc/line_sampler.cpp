@@ -45,11 +45,13 @@ int64_t next_gap(int64_t mean_ns) {
   return static_cast<int64_t>(gap(t_rng)) + 1;
 }
 
+// A sample's frames. Samples record instruction offsets; line_samples() turns them into lines, since finding
+// a line scans the code's line table (most of a sample's cost when each sample looked it up).
 struct Site {
   PyCodeObject* code[kSitesPerSample] = {nullptr, nullptr};
-  int line[kSitesPerSample] = {0, 0};
+  int at[kSitesPerSample] = {0, 0};  // instruction offset, or line
   bool operator==(const Site& o) const {
-    return std::equal(code, code + kSitesPerSample, o.code) && std::equal(line, line + kSitesPerSample, o.line);
+    return std::equal(code, code + kSitesPerSample, o.code) && std::equal(at, at + kSitesPerSample, o.at);
   }
 };
 
@@ -57,7 +59,7 @@ struct SiteHash {
   size_t operator()(const Site& s) const {
     size_t h = 0;
     for (int i = 0; i < kSitesPerSample; ++i) {
-      h = h * 1000003u ^ std::hash<const void*>()(s.code[i]) ^ (static_cast<size_t>(s.line[i]) << 20);
+      h = h * 1000003u ^ std::hash<const void*>()(s.code[i]) ^ (static_cast<size_t>(s.at[i]) << 20);
     }
     return h;
   }
@@ -86,7 +88,7 @@ bool user_site(Site* site) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     if (!is_library(code)) {
       site->code[found] = code;
-      site->line[found] = PyFrame_GetLineNumber(frame);
+      site->at[found] = PyFrame_GetLasti(frame);
       ++found;
     }
     Py_DECREF(code);  // g_library_code holds it
@@ -191,12 +193,21 @@ py::list line_samples(bool clear) {
       table = g_table;
     }
   }
-  py::list rows;
+  // Sites by line: several instruction offsets share one.
+  std::unordered_map<Site, int64_t, SiteHash> by_line;
   for (const auto& [site, ns] : table) {
+    Site lines = site;
+    for (int i = 0; i < kSitesPerSample; ++i) {
+      if (site.code[i] != nullptr) lines.at[i] = PyCode_Addr2Line(site.code[i], site.at[i]);
+    }
+    by_line[lines] += ns;
+  }
+  py::list rows;
+  for (const auto& [site, ns] : by_line) {
     py::object caller = site.code[1] ? py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(site.code[1]))
                                      : py::none();
     rows.append(py::make_tuple(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(site.code[0])),
-                               site.line[0], caller, site.line[1], ns));
+                               site.at[0], caller, site.at[1], ns));
   }
   return rows;
 }

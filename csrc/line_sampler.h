@@ -14,9 +14,10 @@
 // credits are unchanged.
 //
 // A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
-// user frames (code object and line; whether a file is library code is asked of Python once per code
-// object); localneuron/profiler/line_time.py formats the table. Only a thread without a user frame
-// (the autograd engine's) calls the Python sampler, which finds the line that called backward().
+// user frames (code object and instruction offset, turned into lines when the table is read; whether a
+// file is library code is asked of Python once per code object); localneuron/profiler/line_time.py
+// formats the table. Only a thread without a user frame (the autograd engine's) calls the Python
+// sampler, which finds the line that called backward().
 #pragma once
 #include <pybind11/pybind11.h>
 

@@ -19,12 +19,14 @@
 #include <c10/core/Stream.h>
 #include <c10/util/SmallVector.h>
 
+#include "alias.h"
 #include "executable_cache.h"
 #include "issuer_state.h"
 #include "trace_plugin.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,14 +42,21 @@ SourceLine capture_source_line();
 // " enqueued at FILE:LINE", or "" when unknown.
 std::string source_text(const SourceLine& source);
 
-// What Adaptive Eager (fusion.h) needs of a queued op: the op, its host arguments (aliases of device
-// tensors and plain values), the host aliases of the new tensors it fills, and the device storages
-// the work's outputs (their strong count tells whether anybody still refers to them).
+// An argument of a fusible call: a tensor the run reads from memory (a device tensor, as queued), or a
+// value the fused code bakes in (a plain value, a Python number's host tensor, None).
+struct FusibleArgument {
+  std::optional<TensorSnapshot> tensor;
+  c10::IValue value;  // when there is no tensor
+};
+
+// What Adaptive Eager (fusion.h) needs of a queued op: the op, its arguments in schema order, the new
+// tensors it fills, and the device storages of those outputs (their strong count tells whether anybody
+// still refers to them).
 struct FusibleCall {
   const c10::OperatorHandle* op = nullptr;
-  std::vector<c10::IValue> arguments;
-  std::vector<at::Tensor> outputs;
-  std::vector<const c10::StorageImpl*> output_storages;  // one per output, kept valid by the work's `held`
+  c10::SmallVector<FusibleArgument, 3> arguments;
+  c10::SmallVector<TensorSnapshot, 1> outputs;
+  c10::SmallVector<const c10::StorageImpl*, 1> output_storages;  // one per output, kept valid by the work's `held`
 };
 
 // A point in a stream's queue: the work queued there as the `seq`-th item of the queue `queue`.
@@ -63,9 +72,9 @@ struct QueuedWork {
   virtual void run() = 0;
   // The op and its input signature, for error messages ("aten::mm(float32[4, 8], float32[8, 2])").
   virtual std::string describe() const = 0;
-  // Adaptive Eager: whether this work may join a fused run, and its call when it does.
+  // Adaptive Eager: whether this work may join a fused run, and its call when it does (valid while the work lives).
   virtual bool fusible() const { return false; }
-  virtual FusibleCall fusible_call() const { return {}; }
+  virtual const FusibleCall* fusible_call() const { return nullptr; }
   // Weak references to every device storage the work reads or writes: they do not keep the bytes
   // alive (a tensor freed in Python returns to the allocator at once), only the storage objects, so that
   // the work's blocks can be stamped when it is queued and fusion can tell dead outputs.

@@ -232,23 +232,43 @@ struct QueuedExecutable final : QueuedWork {
 
   // Adaptive Eager: a device-route op whose results are all new tensors (the last storages held).
   bool fusible() const override {
-    if (exe.route != Route::Device || !is_fusible_call(op, host_arguments.data(), host_arguments.size())) return false;
+    if (exe.route != Route::Device) return false;
+    c10::SmallVector<const at::Tensor*, 8> operands;
+    for (const c10::IValue& v : host_arguments) {
+      if (!v.isTensor()) continue;
+      // The run reads its operands as snapshots, which keep no lazy conj/neg bits.
+      if (v.toTensor().defined() && !snapshot_is_exact(v.toTensor())) return false;
+      operands.push_back(&v.toTensor());
+    }
+    if (!is_fusible_call(op, operands)) return false;
     for (const ReturnSpec& r : spec.returns) {
       if (r.is_list || r.tensors[0].kind != TensorSpec::New) return false;
     }
     return true;
   }
 
-  FusibleCall fusible_call() const override {
-    FusibleCall call;
+  // Built when a run is sealed, on the issuing thread.
+  const FusibleCall* fusible_call() const override {
+    if (fusible_call_) return &*fusible_call_;
+    FusibleCall& call = fusible_call_.emplace();
     call.op = &op;
-    call.arguments.assign(host_arguments.begin(), host_arguments.end());
-    call.outputs = host_outputs;
+    for (const c10::IValue& v : host_arguments) {
+      FusibleArgument& a = call.arguments.emplace_back();
+      if (v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) {
+        a.tensor.emplace(v.toTensor());
+      } else {
+        a.value = v;
+      }
+    }
+    for (const at::Tensor& t : host_outputs) call.outputs.emplace_back(t);
     for (auto s = held.end() - static_cast<std::ptrdiff_t>(host_outputs.size()); s != held.end(); ++s) {
       call.output_storages.push_back(s->_unsafe_get_target());
     }
-    return call;
+    return &call;
   }
+
+ private:
+  mutable std::optional<FusibleCall> fusible_call_;
 };
 
 // ATen's out= overload of `op` (name.out, or name.<overload>_out) when every result is one new tensor and it
