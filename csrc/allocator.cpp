@@ -372,6 +372,13 @@ bool is_device_block(const c10::DataPtr& ptr) { return ptr.get_deleter() == &fre
 // when issued).
 int64_t adopted_size(int64_t bytes) { return static_cast<int64_t>(counted_size(static_cast<size_t>(bytes))); }
 
+void raise_host_kernel_out_of_memory(c10::DeviceIndex device, size_t bytes) {
+  DeviceMemory& m = g_memory[device];
+  const size_t counted = static_cast<size_t>(adopted_size(static_cast<int64_t>(std::min<size_t>(bytes, kMaxRequest))));
+  std::lock_guard<std::mutex> lock(m.mu);
+  raise_out_of_memory_locked(m, device, bytes, counted, room_for_locked(m, bytes) != Room::None);
+}
+
 void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
   DeviceMemory& m = g_memory[device];
   const int64_t counted = adopted_size(bytes);

@@ -41,6 +41,11 @@ c10::DeviceAllocator* device_allocator();
 c10::Allocator* alias_allocator();
 bool is_device_block(const c10::DataPtr& ptr);
 
+// A host kernel computing a device op's result could not allocate `bytes` from the host (the result is
+// made on the host, then adopted): raises the device's out-of-memory error, saying whether the NeuronCore
+// itself would have had room.
+[[noreturn]] void raise_host_kernel_out_of_memory(c10::DeviceIndex device, size_t bytes);
+
 // Memory produced by a host kernel and adopted as device memory: counted against capacity.
 void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address);
 void release_adopted(c10::DeviceIndex device, int64_t bytes, void* address);

@@ -1,6 +1,7 @@
 #include "execution.h"
 
 #include "alias.h"
+#include "allocator.h"
 #include "executor.h"
 #include "generator.h"
 #include "line_sampler.h"
@@ -14,6 +15,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -83,6 +85,21 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size
     return result;
   };
   for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) map_tensors((*stack)[i], to_device);
+}
+
+// The bytes a host kernel failed to get from the CPU allocator (c10/core/impl/alloc_cpu.cpp: "DefaultCPUAllocator:
+// can't allocate memory: you tried to allocate N bytes. ..."), if that is what `e` says.
+std::optional<size_t> failed_host_allocation(const c10::Error& e) {
+  const std::string& message = e.msg();
+  if (message.find("DefaultCPUAllocator: can't allocate memory") == std::string::npos) return std::nullopt;
+  const std::string lead = "you tried to allocate ";
+  const size_t at = message.find(lead);
+  if (at == std::string::npos) return std::nullopt;
+  const char* digits = message.c_str() + at + lead.size();
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(digits, &end, 10);
+  if (end == digits) return std::nullopt;
+  return static_cast<size_t>(bytes);
 }
 
 void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -206,6 +223,8 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   } catch (const c10::OutOfMemoryError&) {
     throw;  // the device is full: running the op on the host instead would not change that
   } catch (const c10::Error& e) {
+    // Results are made on the host, then adopted: a result too large for the host is the device's error.
+    if (const std::optional<size_t> bytes = failed_host_allocation(e)) raise_host_kernel_out_of_memory(device, *bytes);
     stack->resize(begin);
     stack->insert(stack->end(), original.begin(), original.end());
     if (in_place) {

@@ -20,6 +20,21 @@ def test_exceeding_hbm_raises_out_of_memory_naming_everything_and_process_stays_
     del keep
 
 
+def test_a_result_too_large_for_the_host_raises_the_devices_out_of_memory_error():
+    """A device op's result is made on the host and then adopted: 256 TiB is beyond any host's address space,
+    and the error is the device's (the NeuronCore has no room either), not the host allocator's."""
+    x = torch.ones(4, 4, device="neuron:1")
+    ooms = torch.neuron.memory_stats(1)["num_ooms"]
+    for _ in range(2):  # the first call of the signature and a cached one
+        with pytest.raises(torch.OutOfMemoryError) as error:
+            x.repeat(2**21, 2**21)
+        message = str(error.value)
+        assert message.startswith("Neuron out of memory. Tried to allocate 256.00 TiB. neuron:1"), message
+        assert "Reduce the batch size" in message and "DefaultCPUAllocator" not in message
+    assert torch.neuron.memory_stats(1)["num_ooms"] == ooms + 2
+    assert (x * 2).sum().item() == 32.0
+
+
 def test_capacity_follows_the_target_override():
     code = ("import torch\n"
             "try:\n    torch.empty(2**20, dtype=torch.uint8, device='neuron')\n"
