@@ -41,6 +41,8 @@ class KernelRun:
         # the n-th shared allocation of every instance is the same storage.
         self.shared_allocations = [] if shared_allocations is None else shared_allocations
         self._shared_index = 0
+        self.lnc_group = None      # the LncGroup of a kernel[2] launch (set by it)
+        self.registers = []        # nisa.register_alloc
 
     @contextmanager
     def active(self):

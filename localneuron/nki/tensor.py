@@ -14,7 +14,7 @@ from .dtypes import to_storage
 from .errors import NkiUsageError
 
 # Fresh allocations read as NaN (floats) or 4 (integers), as on AWS's simulator, so that a
-# read of memory nothing wrote shows up in the results.
+# read of memory nothing wrote shows up in the results; packed MX items are all ones (NaN elements).
 POISON_FLOAT = np.nan
 POISON_INT = 4
 
@@ -39,7 +39,7 @@ class Storage:
     def poisoned(cls, shape, dtype, buffer, name, with_data):
         data = None
         if with_data:
-            fill = POISON_FLOAT if dtype.is_float else POISON_INT
+            fill = POISON_FLOAT if dtype.is_float else np.iinfo(dtype.storage).max if dtype.is_packed else POISON_INT
             data = np.full(math.prod(shape), fill, dtype=dtype.storage)
         storage = cls(shape, dtype, buffer, name, data)
         if buffer is buffers.psum and with_data:

@@ -2,7 +2,9 @@
 from .activation import activation, activation_reduce, exponential
 from .dma import dma_copy
 from .elementwise import memset, tensor_copy, tensor_scalar, tensor_tensor
-from .enums import dge_mode, engine, get_nc_version, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from . import constants
+from .constants import (dge_mode, dma_engine, engine, get_nc_version, gpsimd_engine, matmul_perf_mode, nc_version,
+                        oob_mode, reduce_cmd, scalar_engine, tensor_engine, vector_engine)
 from .fused import scalar_tensor_tensor, tensor_scalar_reduce
 from .gpsimd import affine_select, iota
 from .matmul import nc_matmul, nc_transpose

@@ -5,7 +5,7 @@ from .. import buffers, checks
 from ..errors import require
 from ..run import current_run
 from ..generation import at_least
-from .enums import dge_mode as dge_modes, oob_mode as oob_modes
+from .constants import dge_mode as dge_modes, oob_mode as oob_modes
 
 OP = "dma_copy"
 HBM_DESCRIPTOR_BYTES = 64 * 1024

@@ -7,7 +7,7 @@ from ..errors import require
 from ..run import current_run
 from ..generation import at_least
 from .common import as_matrix, issue, pick_engine
-from .enums import matmul_perf_mode
+from .constants import matmul_perf_mode
 
 GEMM_STATIONARY_FMAX = 128
 FP32_INPUTS = ("float32", "tfloat32")
