@@ -258,6 +258,10 @@ def simulate(kernel):
     return _as_launch(kernel)
 
 
+# AWS's simulator entry point, `nki.cpu_simulate(kernel)[lnc](**inputs)`, as the NKI Library's tests call it.
+cpu_simulate = simulate
+
+
 def simulate_kernel(kernel, *args, **kwargs):
     """Legacy spelling: nki.simulate_kernel(kernel, *args)."""
     return simulate(kernel)(*args, **kwargs)

@@ -32,6 +32,24 @@ def _fits_bank(op, run, dst, spans_banks_ok):
                 f"({bank // 4} fp32 values, psum_bank_fmax=512)")
 
 
+def accumulate_product(op, run, dst, product, accumulate):
+    """Write a TensorE product into PSUM: accumulate=False overwrites, True adds, None follows the
+    compiler's rule (the first matmul of an accumulation group overwrites, later ones add)."""
+    cells = dst.flat_indices().ravel()
+    if accumulate is True:
+        require(at_least(run.target, "gen4") or dst.storage.matmul_open[cells].all(),
+                f"{op}: accumulate=True onto PSUM that no matmul initialised is undefined on "
+                f"{run.target.name}; start the accumulation group with accumulate=False or None")
+        add = np.ones(cells.shape, dtype=bool)
+    elif accumulate is None:
+        add = dst.storage.matmul_open[cells]
+    else:
+        add = np.zeros(cells.shape, dtype=bool)
+    previous = as_matrix(run, dst).ravel()
+    dst.write(np.where(add, previous + product.ravel(), product.ravel()), run.precise)
+    dst.storage.matmul_open[cells] = True
+
+
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
               perf_mode=matmul_perf_mode.none, name=None):
@@ -68,22 +86,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                 f"{op}: perf_mode=double_row needs fp8 inputs, got {stationary.dtype} and {moving.dtype}")
 
     if run.numerics:
-        product = as_matrix(run, stationary).T @ as_matrix(run, moving)
-        cells = dst.flat_indices().ravel()
-        if accumulate is True:
-            require(at_least(run.target, "gen4") or dst.storage.matmul_open[cells].all(),
-                    f"{op}: accumulate=True onto PSUM that no matmul initialised is undefined on "
-                    f"{run.target.name}; start the accumulation group with accumulate=False or None")
-            add = np.ones(cells.shape, dtype=bool)
-        elif accumulate is None:
-            # The compiler's rule: the first write of a group overwrites, later ones accumulate.
-            add = dst.storage.matmul_open[cells]
-        else:
-            add = np.zeros(cells.shape, dtype=bool)
-        previous = as_matrix(run, dst).ravel()
-        result = np.where(add, previous + product.ravel(), product.ravel())
-        dst.write(result, run.precise)
-        dst.storage.matmul_open[cells] = True
+        accumulate_product(op, run, dst, as_matrix(run, stationary).T @ as_matrix(run, moving), accumulate)
 
     fp32 = stationary.dtype.name in FP32_INPUTS
     cycles = costs.matmul(n, m, fp32)
