@@ -6,7 +6,8 @@
 # network fetch the same tree with:
 #   git clone https://github.com/aws-neuron/nki-library && git -C nki-library checkout d2ad3a5
 # The library tree is only read: pytest runs from a scratch folder (NKI_LIBRARY_OUTPUT, default a new
-# temporary folder) where the framework writes its artifacts; localneuron/nki/library_shim supplies the
+# temporary folder) where the framework writes its artifacts, and compiled bytecode goes to a cache folder
+# (PYTHONPYCACHEPREFIX), not beside the sources; localneuron/nki/library_shim supplies the
 # module names the framework imports (nki_cpu_simulator, neuron_dtypes, two modules the release lacks).
 # The framework's own PyPI requirements are installed first (see docs/nki-library.md).
 set -euo pipefail
@@ -26,6 +27,6 @@ cd "$out"
 echo "NKI Library: $root; artifacts in $out" >&2
 read -ra tests <<< "${NKI_LIBRARY_TESTS:-test/integration}"
 PYTHONPATH="$project/localneuron/nki/library_shim:$root/src:$root${PYTHONPATH:+:$PYTHONPATH}" \
-PYTHONDONTWRITEBYTECODE=1 \
+PYTHONPYCACHEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/localneuron/nki-library-pycache" \
   python3 -m pytest -p nki_library_plugin -p no:cacheprovider "${tests[@]/#/$root/}" \
     --test-mode simulation --output-directory "$out/neuron_test_output" "$@"

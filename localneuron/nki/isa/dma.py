@@ -38,8 +38,9 @@ def dma_copy(dst, src, oob_mode=oob_modes.error, dge_mode=dge_modes.unknown, eng
             f"{OP}: dst has {dst.size} elements but src has {src.size}; element counts must match")
     for param, tile in (("src", src), ("dst", dst)):
         if tile.buffer.on_chip:
-            require(tile.num_partitions <= checks.PMAX,
-                    f"{OP}: {param} has {tile.num_partitions} partitions, exceeding the limit pmax={checks.PMAX}")
+            require(tile.num_partitions <= run.target.partitions,
+                    f"{OP}: {param} has {tile.num_partitions} partitions, exceeding the limit "
+                    f"pmax={run.target.partitions}")
     if dge_mode is dge_modes.hwdge:
         require(at_least(run.target, "gen3"), f"{OP}: dge_mode=hwdge needs gen3 or newer, target is {run.target.name}")
         require(src.dtype is dst.dtype, f"{OP}: dge_mode=hwdge needs identical dtypes, got src {src.dtype} "

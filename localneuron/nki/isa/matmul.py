@@ -9,7 +9,7 @@ from ..generation import at_least
 from .common import as_matrix, issue, pick_engine
 from .constants import matmul_perf_mode
 
-GEMM_STATIONARY_FMAX = 128
+VECTOR_TRANSPOSE_MAX = 32   # VectorE transposes 32x32 blocks (one per partition quadrant)
 FP32_INPUTS = ("float32", "tfloat32")
 FP8_INPUTS = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 
@@ -61,8 +61,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             f"{op}: stationary has {contraction} partitions but moving has {moving.num_partitions}; "
             f"the contraction dimension (partition axis) of both must match")
     m, n = stationary.free_size, moving.free_size
-    require(m <= GEMM_STATIONARY_FMAX,
-            f"{op}: stationary free size is {m}, exceeding gemm_stationary_fmax={GEMM_STATIONARY_FMAX}")
+    require(m <= run.target.pe_array,
+            f"{op}: stationary free size is {m}, exceeding gemm_stationary_fmax={run.target.pe_array}")
     _psum_dst_dtype(op, run, dst)
     moving_limit = (run.target.gemm_moving_fmax_bf16_dst if dst.dtype.name == "bfloat16"
                     else run.target.gemm_moving_fmax_fp32_dst)
@@ -100,12 +100,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
 
 def nc_transpose(dst, data, engine=None, name=None):
-    """Swap the partition and free axes: TensorE (<=128x128, SBUF -> PSUM) or VectorE (<=32x32)."""
+    """Swap the partition and free axes: TensorE (up to the PE array, SBUF -> PSUM) or VectorE (<=32x32)."""
     op = "nc_transpose"
     run = current_run()
     unit = pick_engine(op, engine, {"tensor", "vector"}, "tensor")
     checks.compute_operands(op, unit, {"data": data}, {"dst": dst})
-    limit = 128 if unit == "tensor" else 32
+    limit = run.target.pe_array if unit == "tensor" else VECTOR_TRANSPOSE_MAX
     p, f = data.num_partitions, data.free_size
     require(p <= limit and f <= limit,
             f"{op}: data is [{p}, {f}]; the {unit} engine transposes at most [{limit}, {limit}]")

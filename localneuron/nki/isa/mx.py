@@ -14,7 +14,7 @@ from ..errors import require
 from ..generation import at_least
 from ..run import current_run
 from .common import as_matrix, issue
-from .matmul import GEMM_STATIONARY_FMAX, _psum_dst_dtype, accumulate_product
+from .matmul import _psum_dst_dtype, accumulate_product
 
 GROUP_PARTITIONS = 8
 FLOAT32_EXPONENT_BIAS = 127
@@ -96,7 +96,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, accumu
     require(moving.num_partitions == k, f"{op}: stationary has {k} partitions but moving has {moving.num_partitions}")
     require(k % GROUP_PARTITIONS == 0, f"{op}: the contraction has {k} partitions; MX groups are {GROUP_PARTITIONS}")
     m, n = stationary.free_size, moving.free_size
-    require(m <= GEMM_STATIONARY_FMAX, f"{op}: stationary free size {m} exceeds {GEMM_STATIONARY_FMAX}")
+    require(m <= run.target.pe_array, f"{op}: stationary free size {m} exceeds gemm_stationary_fmax={run.target.pe_array}")
     require(dst.num_partitions == m and dst.free_size == n,
             f"{op}: dst must have shape [{m}, {n}], got {list(dst.shape)}")
     _psum_dst_dtype(op, run, dst)

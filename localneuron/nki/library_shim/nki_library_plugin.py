@@ -81,3 +81,29 @@ def pytest_sessionstart(session):
     orchestrator = sys.modules.get("test.utils.test_orchestrator")
     if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
         orchestrator.Orchestrator._compiled_kernel = None
+
+
+# --- what each test's kernels cost (read by scripts/nki_library_report.py) -----------------------------
+ESTIMATES_FILE = "nki_estimates.jsonl"
+
+
+def pytest_runtest_setup(item):
+    from localneuron.nki import clear_kernel_calls
+    clear_kernel_calls()
+
+
+def pytest_runtest_makereport(item, call):
+    if call.when != "call":
+        return
+    import json
+    import os
+
+    from localneuron.nki import kernel_calls
+    calls = kernel_calls()
+    if not calls:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(f"{worker}-{ESTIMATES_FILE}", "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "seconds": call.duration,
+                            "kernels": [{k: c[k] for k in ("name", "target", "estimated_ns", "bottleneck")}
+                                        for c in calls]}) + "\n")
