@@ -5,7 +5,7 @@ the reason, and the cycle model's estimate of the kernel's time on trn2 at the t
     python scripts/nki_library_report.py [--from RUN_DIR] [--library ROOT] [pytest arguments ...]
 
 Without --from it runs scripts/nki_library_tests.sh (2 xdist workers) into a fresh folder first; with it, it
-reads a finished run's junit.xml and *-nki_estimates.jsonl (the plugin's per-test kernel estimates).
+reads a finished run's junit*.xml (one per pytest run) and *-nki_estimates.jsonl (the plugin's per-test kernel estimates).
 """
 import argparse
 import json
@@ -164,10 +164,12 @@ def main(argv=None):
     if run_dir is None:
         run_dir = Path(tempfile.mkdtemp(prefix="nki-library-report-"))
         run_suite(run_dir, args.library, extra)
-    junit = run_dir / "junit.xml"
-    if not junit.exists():
-        sys.exit(f"{junit} does not exist: the run did not finish")
-    statuses = read_junit(junit)
+    junits = sorted(run_dir.glob("junit*.xml"))
+    if not junits:
+        sys.exit(f"no junit*.xml in {run_dir}: the run did not finish")
+    statuses = {}
+    for junit in junits:
+        statuses.update(read_junit(junit))
     expected_status.write(str(TABLE), table_lines(statuses), GENERATOR)
     write_doc(statuses, read_estimates(run_dir), "two xdist workers, platform target trn2")
     print(f"{len(statuses)} cases: {TABLE.relative_to(PROJECT)} and {DOC.relative_to(PROJECT)} written")

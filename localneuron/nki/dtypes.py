@@ -247,7 +247,8 @@ def pack(values, dtype, precise=True):
         raise ValueError(f"{dtype}: the last axis ({values.shape[-1]} elements) must be a multiple of "
                          f"{dtype.lanes}, the elements one item packs")
     element = dtype.element
-    rounded = round_to_format(values, element.float_format)
+    limit = element.float_format.max_finite
+    rounded = round_to_format(np.clip(values, -limit, limit), element.float_format)
     codes = rounded.astype(getattr(ml_dtypes, element.name)).view(np.uint8).astype(dtype.storage)
     codes = codes.reshape(*values.shape[:-1], values.shape[-1] // dtype.lanes, dtype.lanes)
     bits = _element_bits(dtype)
