@@ -25,6 +25,10 @@ out="${NKI_LIBRARY_OUTPUT:-$(mktemp -d -t nki-library-XXXXXX)}"
 mkdir -p "$out"
 cd "$out"
 echo "NKI Library: $root; artifacts in $out" >&2
+# One BLAS thread per process, as the library's framework sets for its xdist workers: the kernels' matmuls are
+# small (at most 128 x 128 x 512), and on a busy machine two BLAS threads per process made each one 20x slower.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" \
+       MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 read -ra tests <<< "${NKI_LIBRARY_TESTS:-test/integration}"
 PYTHONPATH="$project/localneuron/nki/library_shim:$root/src:$root${PYTHONPATH:+:$PYTHONPATH}" \
 PYTHONPYCACHEPREFIX="${XDG_CACHE_HOME:-$HOME/.cache}/localneuron/nki-library-pycache" \
