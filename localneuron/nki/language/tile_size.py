@@ -42,6 +42,11 @@ class _TileSize:
         return t.sbuf_bytes
 
     @property
+    def total_available_sbuf_size(self):
+        """Bytes per partition a kernel may allocate (what the compiler leaves of each SBUF partition)."""
+        return _target().sbuf_usable_bytes
+
+    @property
     def sbuf_fmax_bytes(self):
         return _target().sbuf_usable_bytes
 
