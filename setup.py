@@ -14,9 +14,10 @@ setup(
     ext_modules=[
         CppExtension(
             name="localneuron._C",
-            sources=sorted(glob.glob("csrc/*.cpp")),
-            # Kineto's headers (the device's torch.profiler plugin, csrc/trace_plugin.cpp) include each other by bare name.
-            include_dirs=[os.path.join(include_paths()[0], "kineto")],
+            sources=sorted(glob.glob("csrc/**/*.cpp", recursive=True)),
+            # Headers are included by their folder ("queue/queue.h"). Kineto's headers (the device's torch.profiler
+            # plugin, csrc/profiler/trace_plugin.cpp) include each other by bare name.
+            include_dirs=[os.path.abspath("csrc"), os.path.join(include_paths()[0], "kineto")],
             extra_compile_args=["-O2", "-g0", "-std=c++17"],
         )
     ],

@@ -1,7 +1,7 @@
 """Eager speed of the neuron device over eager CPU: per-op overhead on tiny tensors, small training
 steps (MLP, GPT-style transformer, convnet) and a Hugging Face Llama (4 layers, 256 wide: train step,
 no-grad forward, greedy generate), with asynchronous execution (the default: small work runs on the
-issuing thread while its stream is idle, csrc/queue.h kRunInPlaceMaxNs), with every op handed to the
+issuing thread while its stream is idle, csrc/queue/queue.h kRunInPlaceMaxNs), with every op handed to the
 queue's worker ("queued": the policy's alternative), and with NEURON_LAUNCH_BLOCKING=1 semantics (every op
 runs when issued). --run-in-place-max-ns N (and --run-in-place-max-bytes N, for work not yet measured) try
 other thresholds for the default variant.

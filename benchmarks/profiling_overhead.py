@@ -63,7 +63,7 @@ def make_steps(gpt, batch: int):
 
 
 def _observer_body(name: str | None):
-    """The host-sync observer is installed once, at registration (csrc/trace_plugin.cpp refuses a second
+    """The host-sync observer is installed once, at registration (csrc/profiler/trace_plugin.cpp refuses a second
     one), so the benchmark switches the installed function's body: to a no-op (name None), or to a call of
     host_syncs.<name>, a function the benchmark puts in that module; returns the body to restore."""
     saved = host_syncs.observe.__code__

@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # extra -> its tests (each extra has a virtual environment of its own: scripts/extra_env.sh)
 declare -A EXTRA_TESTS=(
-  [titan]="tests/test_torchtitan_recipe.py"
-  [vllm]="tests/test_vllm_plugin.py"
+  [titan]="tests/integrations/test_torchtitan_recipe.py"
+  [vllm]="tests/integrations/test_vllm_plugin.py"
 )
 status=0
 echo "== asynchronous execution (the default)"

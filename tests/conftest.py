@@ -6,6 +6,9 @@ import warnings
 import pytest
 import torch
 
+# Helper modules shared by tests (sweeps, launchers, tiny models) live in tests/support/, apart from the tests.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+
 import localneuron  # noqa: F401  (the device, also when autoload is disabled)
 import torch_neuronx
 

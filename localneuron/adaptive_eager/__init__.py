@@ -1,3 +1,3 @@
 """Adaptive Eager (TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of queued element-wise ops run as one
-executable from the compile path. The C++ side (csrc/fusion.cpp) holds the runs back and calls
+executable from the compile path. The C++ side (csrc/fusion/fusion.cpp) holds the runs back and calls
 compile.py for a run's signature; engine.py configures it; stats.py reports what it did."""

@@ -1,6 +1,6 @@
 """A run of queued ops as one executable, from the compile path of torch.compile(backend="neuron").
 
-csrc/fusion.cpp describes a run it has seen twice: its ops in order, each argument wired to an input of
+csrc/fusion/fusion.cpp describes a run it has seen twice: its ops in order, each argument wired to an input of
 the run, to a result of an earlier op of the run, or to a constant; the inputs (host aliases of the
 device tensors); which results the run must produce (the others nobody refers to any more). Here the
 run becomes an FX graph, compiled by the same host code generator and compile cache as a compiled
@@ -77,7 +77,7 @@ def reproducible(description: dict) -> bool:
 
 
 def compile_run(description: dict):
-    """For the described run (csrc/fusion.cpp calls this on the thread that runs it): its C++ program
+    """For the described run (csrc/fusion/fusion.cpp calls this on the thread that runs it): its C++ program
     (_C.FusedKernels), or run(inputs) -> results where the wrapper is not readable as one, or None when
     the run cannot be fused with the same bits."""
     if not reproducible(description):

@@ -1,5 +1,5 @@
 """Adaptive Eager's switch and tuning, from the environment table, installed in the C++ engine
-(csrc/fusion.cpp) when the device registers. Only with asynchronous execution: under
+(csrc/fusion/fusion.cpp) when the device registers. Only with asynchronous execution: under
 NEURON_LAUNCH_BLOCKING=1 nothing is queued, so nothing is fused."""
 import contextlib
 

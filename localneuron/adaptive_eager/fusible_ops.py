@@ -1,5 +1,5 @@
 """The ops Adaptive Eager may fuse: those whose generated code gives the same bits as ATen's kernel
-(tests/test_adaptive_eager.py checks every entry against unfused eager on float32, bfloat16 and float16,
+(tests/execution/test_adaptive_eager.py checks every entry against unfused eager on float32, bfloat16 and float16,
 signed zeros, infinities and NaN among the inputs). NaNs match as NaNs: the generated code may return
 another NaN encoding (sign, payload) than ATen's kernel, which IEEE 754 leaves open.
 
@@ -7,7 +7,7 @@ Each entry's rule: ANY (every dtype), FLOAT32 (not with 16-bit float operands: t
 ATen differ in the last bit there), NUMBERS_FLOAT32 (with a Python number among the arguments only on
 float32: ATen rounds the number to the 16-bit type first, the generated code computes with it in float32).
 Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of another dtype stays unfused
-(csrc/fusion.cpp is_fusible_call says why).
+(csrc/fusion/fusion.cpp is_fusible_call says why).
 
 Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and

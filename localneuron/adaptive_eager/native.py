@@ -1,4 +1,4 @@
-"""A fused executable as a C++ program (csrc/fusion.cpp FusedKernels), run by the worker without Python.
+"""A fused executable as a C++ program (csrc/fusion/fusion.cpp FusedKernels), run by the worker without Python.
 
 The code generator's host wrapper for a fused run is a short Python function: it allocates buffers
 (`empty_strided_cpu`), calls the generated C++ kernels (`extern "C" kernel(...)`, data pointers only)

@@ -22,7 +22,7 @@ _registered = False
 
 
 def executor_callbacks() -> dict:
-    """The policy the C++ executor calls (csrc/executor_contract.h). They are the device's runtime, not
+    """The policy the C++ executor calls (csrc/executor/executor_contract.h). They are the device's runtime, not
     user code: inside a compiled region Dynamo must neither trace them nor what they call."""
     callbacks = {"on_miss": policy.on_miss, "run_python": policy.run_python,
                  "on_device_failure": policy.on_device_failure}

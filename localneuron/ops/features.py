@@ -1,7 +1,7 @@
 """The errors for features Neuron does not have (the ops that raise them are marked in op_records.py).
 
 Layouts that never reach here (sparse and nested tensors on the device, forward-mode AD, channels_last)
-are refused in the C++ core (csrc/kernels.cpp).
+are refused in the C++ core (csrc/aten/kernels.cpp).
 """
 SPARSE = "Sparse tensors are not supported on the neuron device. Keep sparse tensors on the CPU, or use dense tensors."
 NESTED = "Nested tensors are not supported on the neuron device. Pad the sequences into a dense tensor instead."

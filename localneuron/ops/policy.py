@@ -3,7 +3,7 @@
 The C++ executor calls on_miss() once per new op signature, then keeps the decision: Route.DEVICE runs
 the host kernel on zero-copy aliases in C++ (also the CPU fallbacks queueing.QUEUED_FALLBACKS lists);
 Route.PYTHON runs the other fallbacks or the 64-bit policy below.
-The contract (routes, callbacks, which arguments a decision may depend on) is csrc/executor_contract.h:
+The contract (routes, callbacks, which arguments a decision may depend on) is csrc/executor/executor_contract.h:
 the signature ignores float and string values, so nothing here may decide from them.
 """
 import functools

@@ -1,7 +1,7 @@
 """Which executables may run on the device queue (asynchronously) and which must run when issued.
 
 A queued op hands Python its results before it runs, so its output shapes must follow from its
-signature alone (csrc/queued_ops.h learns them from the first call). Everything else runs after the
+signature alone (csrc/queue/queued_ops.h learns them from the first call). Everything else runs after the
 device's queue has drained: CPU fallbacks (except those below) and the float64 route (Python reads device
 data), ops whose
 output shapes depend on the data (their meta kernel cannot say), out= variants (they may resize their
@@ -39,7 +39,7 @@ INT_RESULTS_FROM_SHAPES = {
 # op -> why it draws no random numbers although tagged nondeterministic_seeded (such ops run when issued)
 SEEDED_TAG_WITHOUT_DRAWS = {
     "aten::_scaled_dot_product_fused_attention_overrideable":
-        "dropout only; its host kernel (csrc/attention.cpp, CPU flash attention) refuses dropout_p > 0",
+        "dropout only; its host kernel (csrc/aten/attention.cpp, CPU flash attention) refuses dropout_p > 0",
 }
 
 

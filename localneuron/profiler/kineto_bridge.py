@@ -1,10 +1,10 @@
 """Builds the neuron part of a torch.profiler trace from the device work noted while it recorded.
 
-csrc/trace_plugin.cpp calls build(work, start_ns, end_ns, custom_config) when the trace stops (the
+csrc/profiler/trace_plugin.cpp calls build(work, start_ns, end_ns, custom_config) when the trace stops (the
 config as capture_config.py reads it). This file is the one definition of that contract:
 
     work:        (kind, id, device, start_ns, compiled_ns, end_ns, bytes, correlation, thread) per piece
-                 of work the C++ core did; kind as in WORK_KINDS (csrc/trace_plugin.h Work), id the
+                 of work the C++ core did; kind as in WORK_KINDS (csrc/profiler/trace_plugin.h Work), id the
                  executable id or -1, compiled_ns when a cache miss finished compiling (0 on a hit)
     returns      (devices, resources, activities)
     devices:     (device_id, sort_index, name, label): one trace process per NeuronCore
@@ -37,7 +37,7 @@ from localneuron.profiler.host_clock import HostClock
 from localneuron.runtime import trace_events
 
 WORK_KINDS = ("executable", "host_to_device", "device_to_host", "device_to_device")
-RUNTIME, DEVICE_KERNEL, DEVICE_MEMCPY = 0, 1, 2  # ACTIVITY_KINDS, csrc/trace_plugin.cpp activity_type()
+RUNTIME, DEVICE_KERNEL, DEVICE_MEMCPY = 0, 1, 2  # ACTIVITY_KINDS, csrc/profiler/trace_plugin.cpp activity_type()
 ACTIVITY_KINDS = {RUNTIME: "PrivateUse1 runtime", DEVICE_KERNEL: "device kernel", DEVICE_MEMCPY: "device copy"}
 
 # trace process ids of the NeuronCores: above any Linux pid, so never a host process's

@@ -1,6 +1,6 @@
 """Estimated device time by the user's source line, for the portability report (on by default).
 
-csrc/line_sampler.h samples the ops each thread issues on the axis of their estimated device time and
+csrc/profiler/line_sampler.h samples the ops each thread issues on the axis of their estimated device time and
 credits the time a sample stands for to the innermost user frame (and its caller) that issued the
 work, in a table of its own that by_line() reads; compiled-graph launches, collectives and NKI
 kernels, issued from Python, pass through note(). Work issued by the autograd engine's thread has no

@@ -8,7 +8,7 @@ import sys
 
 from localneuron.runtime import call_sites
 
-# csrc/trace_plugin.h HostSync
+# csrc/profiler/trace_plugin.h HostSync
 KINDS = ("scalar read (.item(), bool(), int(), float(), `if tensor:`)", "copy to host (.cpu(), .numpy(), .tolist())")
 PRINT = "print / str of a tensor"
 _RUNTIME_PATHS = ("localneuron/ops/", "localneuron/compiler/", "localneuron/distributed/", "localneuron/nki/")

@@ -1,0 +1,249 @@
+// The few ATen kernels a device must own in C++: allocation, metadata and views, copies and the
+// refusals of features Neuron does not have. Every other op goes through the executor.
+#include "runtime/alias.h"
+#include "runtime/allocator.h"
+#include "runtime/device_state.h"
+#include "profiler/trace_plugin.h"
+#include "queue/queue.h"
+#include "queue/queued_ops.h"
+#include "runtime/transfer_stats.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <atomic>
+
+namespace localneuron {
+namespace {
+
+constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
+
+std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_copies{0};
+
+void check_memory_format(const char* op, std::optional<c10::MemoryFormat> format) {
+  const auto f = format.value_or(c10::MemoryFormat::Contiguous);
+  TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve, op,
+              ": Neuron tensors only support contiguous or preserve memory format (got ", f,
+              "). Keep tensors in torch.contiguous_format on the neuron device.");
+}
+
+// Neuron tensors have no channels_last layout. Structured kernels ask for one when an input merely has
+// channels-last strides; they get the contiguous layout. Explicit requests are refused where the user
+// makes them (_to_copy here, clone/contiguous in the op policy).
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout>, std::optional<c10::Device> device,
+                               std::optional<bool>, std::optional<c10::MemoryFormat>) {
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype),
+                                   c10::MemoryFormat::Contiguous);
+}
+
+at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> format) {
+  check_memory_format("_to_copy", format);
+  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> offset) {
+  return at::cpu::as_strided_symint(self, size, stride, std::move(offset));
+}
+
+// Host access to device data, and changes of a storage that queued work may still use, wait for the
+// device's queue first (and raise what failed in it).
+void wait_for_device(const at::Tensor& t) {
+  if (t.is_privateuseone() && !runs_inline()) synchronize_device(t.device().index());
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  check_memory_format("resize_", format);
+  wait_for_device(self);
+  const c10::DeviceGuard guard(self.device());
+  return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), format);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+struct QueuedCopy final : QueuedWork {
+  at::Tensor dst, src;  // host aliases, taken when the copy is issued
+  QueuedCopy(const at::Tensor& d, const at::Tensor& s) : dst(cpu_alias(d)), src(cpu_alias(s)) {
+    hold(d.storage());
+    hold(s.storage());
+  }
+  void run() override { dst.copy_(src); }
+  std::string describe() const override {
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+    return describe_call(op, {dst, src});
+  }
+};
+
+// A copy within one device is queued; a copy to or from the host reads or writes device data now
+// (the host side may change or be read as soon as the call returns).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const bool from_device = self.is_privateuseone();
+  const bool to_device = dst.is_privateuseone();
+  count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));
+  if (from_device && to_device && self.device() == dst.device() && !runs_inline()) {
+    WorkScope trace(Work::DeviceToDevice);
+    trace.describe(-1, dst.device().index(), static_cast<int64_t>(dst.nbytes()));
+    auto work = std::make_unique<QueuedCopy>(dst, self);
+    work->launch = trace.hand_off();
+    run_or_enqueue(dst.device().index(), std::move(work), 2 * static_cast<int64_t>(dst.nbytes()));
+    return dst;
+  }
+  wait_for_device(self);
+  wait_for_device(dst);
+  const c10::DeviceGuard guard(to_device ? dst.device() : self.device());
+  if (from_device && !to_device) note_host_sync(HostSync::CopyToHost);
+  WorkScope work(from_device && to_device ? Work::DeviceToDevice
+                 : to_device              ? Work::HostToDevice
+                                          : Work::DeviceToHost);
+  work.describe(-1, (to_device ? dst : self).device().index(), static_cast<int64_t>(dst.nbytes()));
+  cpu_alias(dst).copy_(cpu_alias(self), non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  wait_for_device(dst);
+  {
+    const c10::DeviceGuard guard(dst.device());
+    at::native::resize_(dst, self.sizes(), std::nullopt);
+  }
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  wait_for_device(self);
+  note_host_sync(HostSync::ScalarRead);
+  WorkScope work(Work::DeviceToHost);
+  work.describe(-1, self.device().index(), static_cast<int64_t>(self.element_size()));
+  count_transfer(true, false, static_cast<int64_t>(self.element_size()));
+  return at::native::_local_scalar_dense_cpu(cpu_alias(self));
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  TORCH_CHECK(src.is_privateuseone(), "set_: source tensor is on ", src.device(),
+              ", expected neuron (the devices must match, as on every PyTorch device). Move it first with .to('neuron').");
+  wait_for_device(self);
+  return at::native::set_tensor_(self, src);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
+  TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
+              ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
+              "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
+  wait_for_device(self);
+  return at::native::set_(self, src);
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t offset, c10::IntArrayRef size,
+                                      c10::IntArrayRef stride) {
+  TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
+              ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
+              "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
+  wait_for_device(self);
+  return at::cpu::set_(self, src, offset, size, stride);
+}
+
+// set_() with no source: an empty storage of the tensor's own device (the CPU kernel would give it a host one).
+at::Tensor& set_empty(at::Tensor& self) {
+  wait_for_device(self);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(self.device().type()), true);
+  return at::cpu::set_(self, storage, 0, {0}, {});
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](const at::Tensor& t) { return t.is_cpu() || t.is_privateuseone(); };
+  return dense(self) && dense(from) && self.layout() == c10::kStrided && from.layout() == c10::kStrided;
+}
+
+// Queued work holds every tensor it uses until it is done, so no block is reused while a stream uses it.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  record_stream_use(self.storage().data_ptr(), stream);
+}
+
+void refuse_layout(const char* feature, const char* advice, const c10::OperatorHandle& op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, feature, " are not supported on the neuron device (", op.schema().name(),
+                              "). ", advice);
+}
+
+void refuse_sparse(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
+  refuse_layout("Sparse tensors", "Keep sparse tensors on the CPU, or convert them with .to_dense() first.", op);
+}
+
+void refuse_nested(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack*) {
+  refuse_layout("Nested tensors",
+                "Pad the sequences into a dense tensor (torch.nested.to_padded_tensor on CPU). nn.TransformerEncoder "
+                "builds nested tensors on its inference fast path: construct it with enable_nested_tensor=False.",
+                op);
+}
+
+at::Tensor refuse_forward_ad(const at::Tensor&, const at::Tensor&, int64_t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode AD (torch.autograd.forward_ad dual tensors) is not supported "
+                              "on the neuron device. Use reverse-mode autograd (backward) instead, or run the "
+                              "forward-mode computation on the CPU.");
+}
+
+}  // namespace
+
+TransferCounters transfer_counters() { return {g_h2d.load(), g_d2h.load(), g_d2d.load(), g_copies.load()}; }
+void reset_transfer_counters() { g_h2d = g_d2h = g_d2d = g_copies = 0; }
+void count_transfer(bool from_device, bool to_device, int64_t bytes) {
+  g_copies.fetch_add(1, std::memory_order_relaxed);
+  if (from_device && to_device) g_d2d.fetch_add(bytes, std::memory_order_relaxed);
+  else if (to_device) g_h2d.fetch_add(bytes, std::memory_order_relaxed);
+  else if (from_device) g_d2h.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("_to_copy", to_copy);
+  m.impl("as_strided", as_strided);
+  m.impl("resize_", resize_);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("view", view);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_", set_empty);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  m.impl("record_stream", record_stream);
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>()); }
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_nested>());
+}
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("_make_dual", refuse_forward_ad); }
+
+}  // namespace localneuron

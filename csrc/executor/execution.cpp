@@ -1,0 +1,263 @@
+#include "executor/execution.h"
+
+#include "runtime/alias.h"
+#include "runtime/allocator.h"
+#include "executor/executor.h"
+#include "runtime/generator.h"
+#include "profiler/line_sampler.h"
+#include "executor/operand_devices.h"
+#include "executor/python_bridge.h"
+#include "queue/queue.h"
+#include "queue/queued_ops.h"
+#include "executor/signature.h"
+#include "profiler/trace_plugin.h"
+
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+namespace localneuron {
+namespace {
+
+std::unique_ptr<torch::Library> g_fallback_library, g_composite_library;
+// Set while a Python route re-issues its op with prepared arguments: run them on the device.
+thread_local bool t_device_route_only = false;
+
+int find_generator_arg(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); i++) {
+    const c10::TypePtr& t = args[i].real_type();
+    if (t->kind() == c10::TypeKind::OptionalType &&
+        t->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Replaces each tensor `v` holds (a tensor, or a list of them) by map(tensor); whether it held any.
+template <typename Map>
+bool map_tensors(c10::IValue& v, Map&& map) {
+  if (v.isTensor()) {
+    v = map(v.toTensor());
+    return true;
+  }
+  if (!v.isTensorList()) return false;
+  auto list = v.toTensorList();
+  for (size_t j = 0; j < list.size(); j++) list[j] = map(list[j]);
+  return true;
+}
+
+Executable* compile(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin, uint64_t key) {
+  return add_executable(key, decide_route(op, stack, begin), find_generator_arg(op.schema()));
+}
+
+// Runs the op's host kernel on aliases of its device tensors and maps the results back.
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, const Executable& exe) {
+  const auto& schema = op.schema();
+  HostArguments host = to_host_arguments(stack, begin, exe);
+  auto& inputs = host.inputs;
+  const c10::DeviceIndex device = host.device;
+  const CurrentDeviceScope scope(device);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  c10::SmallVector<std::pair<const c10::StorageImpl*, at::Tensor>, 4> adopted;
+  auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || !r.is_cpu()) return r;
+    for (auto& in : inputs) {
+      if (r.unsafeGetTensorImpl() == in.alias.unsafeGetTensorImpl()) {  // in-place or out=
+        sync_back(in.device_tensor, in.alias);
+        return in.device_tensor;
+      }
+    }
+    const c10::StorageImpl* storage = r.storage().unsafeGetStorageImpl();
+    for (auto& in : inputs) {
+      if (storage == in.alias.storage().unsafeGetStorageImpl()) return view_like(in.device_tensor, r);
+    }
+    for (auto& [s, t] : adopted) {
+      if (storage == s) return view_like(t, r);
+    }
+    at::Tensor result = adopt(r, device);
+    adopted.emplace_back(storage, result);
+    return result;
+  };
+  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) map_tensors((*stack)[i], to_device);
+}
+
+// The bytes a host kernel failed to get from the CPU allocator (c10/core/impl/alloc_cpu.cpp: "DefaultCPUAllocator:
+// can't allocate memory: you tried to allocate N bytes. ..."), if that is what `e` says.
+std::optional<size_t> failed_host_allocation(const c10::Error& e) {
+  const std::string& message = e.msg();
+  if (message.find("DefaultCPUAllocator: can't allocate memory") == std::string::npos) return std::nullopt;
+  const std::string lead = "you tried to allocate ";
+  const size_t at = message.find(lead);
+  if (at == std::string::npos) return std::nullopt;
+  const char* digits = message.c_str() + at + lead.size();
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(digits, &end, 10);
+  if (end == digits) return std::nullopt;
+  return static_cast<size_t>(bytes);
+}
+
+void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); i++) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      wrap_to_int32(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) wrap_to_int32(e.toTensor());
+    }
+  }
+}
+
+}  // namespace
+
+HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Executable& exe) {
+  HostArguments host;
+  c10::DeviceIndex& device = host.device;
+  auto to_alias = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || !t.is_privateuseone()) return t;
+    if (device < 0) device = t.device().index();
+    at::Tensor a = cpu_alias(t);
+    host.inputs.push_back({t, a});
+    return a;
+  };
+  for (size_t i = begin; i < stack->size(); i++) {
+    c10::IValue& v = (*stack)[i];
+    if (map_tensors(v, to_alias)) continue;
+    if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      for (size_t j = 0; j < list.size(); j++) {
+        std::optional<at::Tensor> o = list[j];
+        if (o.has_value()) list[j] = to_alias(*o);
+      }
+    } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
+      if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    } else if (v.isGenerator() && v.toGenerator().device().is_privateuseone()) {
+      v = c10::IValue(host_twin(v.toGenerator()));
+    }
+  }
+  if (device < 0) device = current_device();
+  if (exe.generator_arg >= 0) {
+    c10::IValue& g = (*stack)[begin + exe.generator_arg];
+    if (g.isNone()) g = c10::IValue(host_twin(default_generator(device)));
+  }
+  return host;
+}
+
+c10::DeviceIndex device_of(const torch::jit::Stack& stack, size_t begin) {
+  for (size_t i = begin; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (t.defined() && t.is_privateuseone()) return t.device().index();
+    } else if (v.isTensorList() || v.isOptionalTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && e.toTensor().is_privateuseone()) return e.toTensor().device().index();
+      }
+    } else if (v.isDevice() && v.toDevice().is_privateuseone() && v.toDevice().has_index()) {
+      return v.toDevice().index();
+    }
+  }
+  return current_device();
+}
+
+void wrap_to_int32(const at::Tensor& t) {
+  if (!t.defined() || t.scalar_type() != at::kLong) return;
+  at::Tensor host = cpu_alias(t);  // itself when t is already a host alias
+  if (host.is_contiguous()) {
+    int64_t* values = host.mutable_data_ptr<int64_t>();
+    // the conversion wraps modulo 2^32 (C++20; GCC and Clang did before)
+    for (int64_t i = 0, n = host.numel(); i < n; i++) values[i] = static_cast<int32_t>(values[i]);
+    return;
+  }
+  host.copy_(host.to(at::kInt));
+}
+
+void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t begin = stack->size() - nargs;
+  const uint64_t key = signature(op, *stack, begin);
+  WorkScope work(Work::Executable);
+  Executable* exe = find_executable(key);
+  if (exe != nullptr) {
+    count_hit();
+  } else {
+    check_operand_devices(op, *stack, begin, /*refuse_host=*/false);  // no executable for what cannot run
+    count_miss();
+    exe = compile(op, *stack, begin, key);
+    work.compiled();
+  }
+  const bool python_route = exe->route == Route::Python && !t_device_route_only;
+  check_operand_devices(op, *stack, begin, /*refuse_host=*/!python_route);
+  exe->calls.fetch_add(1, std::memory_order_relaxed);
+  note_device_time(exe->estimated_ns);
+  const c10::DeviceIndex device = device_of(*stack, begin);
+  if (work.on()) work.describe(exe->id, device);
+  const bool queues = !runs_inline();
+  if (python_route) {
+    if (queues) synchronize_device(device);  // Python reads device data
+    run_python_route(exe->id, op, stack, begin);
+    return;
+  }
+  bool learn = false, in_place = false;
+  if (queues && exe->execution == Execution::Queued && !t_device_route_only && !issuer_needs_own_thread()) {
+    const Enqueued enqueued = enqueue_executable(op, stack, begin, *exe, key, work);
+    if (enqueued == Enqueued::Yes) return;
+    learn = enqueued == Enqueued::UnknownOutputs;
+    in_place = enqueued == Enqueued::RunInPlace;  // nothing queued on the stream: no need to synchronise
+  }
+  if (queues && !in_place && exe->execution != Execution::Metadata) synchronize_device(device);
+  // Kept so that a failing device execution can be retried or reported with the original arguments.
+  c10::SmallVector<c10::IValue, 8> original(stack->begin() + begin, stack->end());
+  try {
+    {
+      const HostTimer timer(exe->execution == Execution::Queued ? exe : nullptr);  // the queue's policy reads it
+      run_on_device(op, stack, begin, *exe);
+    }
+    if (exe->route == Route::DeviceWrapInt64) wrap_int64_results(op, stack);
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // the device is full: running the op on the host instead would not change that
+  } catch (const c10::Error& e) {
+    // Results are made on the host, then adopted: a result too large for the host is the device's error.
+    if (const std::optional<size_t> bytes = failed_host_allocation(e)) raise_host_kernel_out_of_memory(device, *bytes);
+    stack->resize(begin);
+    stack->insert(stack->end(), original.begin(), original.end());
+    if (in_place) {
+      hold_in_place_failure(op, original, stack, begin, *exe, key, e);
+      return;
+    }
+    recover_device_failure(exe->id, op, stack, begin, e.what_without_backtrace());
+    learn = false;
+    forget_outputs(op, original, key);
+  }
+  if (learn) learn_outputs(op, original, *stack, key);
+}
+
+bool set_device_route_only(bool on) {
+  const bool previous = t_device_route_only;
+  t_device_route_only = on;
+  return previous;
+}
+
+void install_executor(ExecutorCallbacks callbacks) {
+  install_callbacks(std::move(callbacks));
+  g_fallback_library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
+                                                        __FILE__, __LINE__);
+  g_fallback_library->fallback(torch::CppFunction::makeFromBoxedFunction<&execute>());
+  install_fast_ops();
+}
+
+void route_whole(const std::string& op_name) {
+  if (!g_composite_library) {
+    g_composite_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                           c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  }
+  g_composite_library->impl(op_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
+}
+
+}  // namespace localneuron

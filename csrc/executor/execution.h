@@ -1,0 +1,42 @@
+// Running executables: the boxed entry every neuron op without its own kernel reaches.
+#pragma once
+#include "runtime/device_state.h"
+#include "executor/executable_cache.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+namespace localneuron {
+
+// The executor's boxed kernel: finds or compiles the op's executable and runs it.
+void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack);
+
+// Makes `device` current for the host kernel (generators, allocations) and restores the caller's.
+struct CurrentDeviceScope {
+  c10::DeviceIndex saved;
+  explicit CurrentDeviceScope(c10::DeviceIndex d) : saved(current_device()) {
+    if (d != saved) set_current_device(d);
+  }
+  ~CurrentDeviceScope() {
+    if (current_device() != saved) set_current_device(saved);
+  }
+};
+
+struct AliasedInput {
+  at::Tensor device_tensor;
+  at::Tensor alias;
+};
+struct HostArguments {
+  c10::SmallVector<AliasedInput, 8> inputs;
+  c10::DeviceIndex device = -1;  // where the op runs: its first device tensor, else the current device
+};
+// Replaces the device tensors, devices and generators among the arguments stack[begin:] by their host
+// counterparts (zero-copy aliases, cpu, host twins), ready for the op's host kernel.
+HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Executable& exe);
+// The device an op on the arguments stack[begin:] runs on.
+c10::DeviceIndex device_of(const torch::jit::Stack& stack, size_t begin);
+// int64 results wrap around like the int32 values Neuron computes (Route::DeviceWrapInt64).
+void wrap_to_int32(const at::Tensor& t);
+
+}  // namespace localneuron

@@ -1,0 +1,35 @@
+// The eager executor: every ATen op on neuron tensors without a dedicated kernel lands here. Each
+// op signature is "compiled" once into an executable (Python decides how it runs) and cached; a
+// cache hit runs the host kernel on zero-copy aliases without touching Python.
+//
+// Seams: executor_contract.h (routes and callbacks, the contract with Python), signature.* (the
+// cache key), executable_cache.* (executables by key), python_bridge.* (calls into the policy),
+// execution.* (the boxed entry and the device route), fast_ops.cpp (unboxed add/sub/mul/div).
+#pragma once
+#include "executor/executor_contract.h"
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace localneuron {
+
+// Installs the callbacks and the executor's kernels; once per process (a second call raises).
+void install_executor(ExecutorCallbacks callbacks);
+void install_fast_ops();
+// Runs a composite op ("name.overload") whole through the executor instead of its decomposition.
+void route_whole(const std::string& op_name);
+// Returns the previous setting; see t_device_route_only in execution.cpp.
+bool set_device_route_only(bool on);
+
+struct ExecutorCounters {
+  int64_t hits, misses, executables;
+};
+ExecutorCounters executor_counters();
+// (executable_id, calls) for every executable that ran since the last reset.
+std::vector<std::tuple<int64_t, int64_t>> executable_calls();
+void reset_executable_calls();
+void clear_executables();
+
+}  // namespace localneuron

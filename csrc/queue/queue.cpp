@@ -1,0 +1,584 @@
+#include "queue/queue.h"
+
+#include "runtime/allocator.h"
+#include "runtime/device_state.h"
+#include "fusion/fusion.h"
+
+#include <Python.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace localneuron {
+namespace {
+
+// Python may run this far ahead of a worker; beyond it the issuing thread waits.
+constexpr uint64_t kMaxQueued = 128;
+constexpr uint64_t kNobodyWaits = ~0ULL;
+
+std::atomic<bool> g_blocking{false};
+std::atomic<bool> g_stopped{false};
+thread_local bool t_is_worker = false;
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Waits on `cv` without holding the GIL: queued work may need it to free a tensor's Python object.
+template <typename Predicate>
+void wait_releasing_gil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Predicate done) {
+  if (done()) return;
+  PyThreadState* saved = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    lock.unlock();
+    saved = PyEval_SaveThread();
+    lock.lock();
+  }
+  cv.wait(lock, done);
+  if (saved != nullptr) {
+    lock.unlock();
+    PyEval_RestoreThread(saved);
+    lock.lock();
+  }
+}
+
+struct QueuedError {
+  std::string message;  // op, signature and what went wrong
+  SourceLine source;
+};
+
+struct DeviceErrors {
+  std::mutex mu;
+  std::optional<QueuedError> first;
+};
+DeviceErrors g_errors[kMaxDevices];
+
+void hold_error(c10::DeviceIndex device, const std::string& description, const SourceLine& source,
+                const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
+  DeviceErrors& errors = g_errors[device];
+  std::lock_guard<std::mutex> lock(errors.mu);
+  if (!errors.first) errors.first = QueuedError{description + " failed: " + what, source};
+}
+
+void hold_error(c10::DeviceIndex device, const QueuedWork& work, const std::exception& e) {
+  hold_error(device, work.describe(), work.source, e);
+}
+
+std::atomic<int64_t> g_run_in_place_max_bytes{kRunInPlaceMaxBytes}, g_run_in_place_max_ns{kRunInPlaceMaxNs};
+
+// Runs queued work on the issuing thread, with a worker's semantics: its error is held, not raised.
+void run_here(c10::DeviceIndex device, QueuedWork& work) {
+  try {
+    const HostTimer timer(work.executable);
+    work.run();
+  } catch (const std::exception& e) {
+    if (work.source.code == nullptr) work.source = capture_source_line();  // still the issuing thread
+    hold_error(device, work, e);
+  }
+  if (work.launch.on) record_launch(work.launch);
+}
+
+struct StreamQueue {
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  std::mutex mu;
+  std::condition_variable has_work, progressed;
+  std::deque<std::unique_ptr<QueuedWork>> items;
+  std::unique_ptr<FusedRun> pending;  // Adaptive Eager: fusible work held back to run fused; guarded by mu
+  uint64_t enqueued = 0, completed = 0;  // items appended and run; guarded by mu
+  uint64_t issued = 0;                   // work pushed (a fused run's ops one by one); guarded by mu
+  // The smallest `completed` a waiting thread needs; the worker wakes waiters only then, not after every
+  // item (each wake-up is a system call and two thread switches). Guarded by mu.
+  uint64_t wake_at = kNobodyWaits;
+  std::atomic<uint64_t> passed{0};       // the seq of the last work that has run
+  bool worker_waiting = false, stopping = false;
+  std::atomic<bool> idle{true};
+  std::thread worker;
+
+  StreamQueue(c10::DeviceIndex d, c10::StreamId s) : device(d), stream(s) {
+    worker = std::thread([this] { drain_forever(); });
+  }
+
+  void push(std::unique_ptr<QueuedWork> work) {
+    work->issuer = IssuerState::capture();
+    std::unique_lock<std::mutex> lock(mu);
+    if (pending && !(pending->issuer == work->issuer)) hand_over_pending(lock);  // one state per run
+    work->seq = ++issued;
+    note_stream_use(work->held, StreamPosition{this, work->seq});
+    if (joins_run(*work)) {
+      if (!pending) {
+        pending = std::make_unique<FusedRun>();
+        pending->issuer = work->issuer;
+      }
+      pending->seq = work->seq;
+      pending->add(std::move(work));
+      idle.store(false, std::memory_order_relaxed);
+      if (!pending->full()) return;
+      hand_over_pending(lock);
+      return;
+    }
+    hand_over_pending(lock);
+    append(lock, std::move(work));
+  }
+
+  // Hands the pending run over. With nothing in flight it runs here, on the issuing thread: that thread
+  // holds the GIL the fused executable needs, which a worker would wait for (up to Python's switch
+  // interval) while Python keeps issuing ops. Otherwise the worker runs it after the work ahead of it.
+  void hand_over_pending(std::unique_lock<std::mutex>& lock) {
+    if (!pending) return;
+    pending->seal();
+    std::unique_ptr<QueuedWork> run = std::move(pending);
+    if (enqueued != completed || t_is_worker) {
+      append(lock, std::move(run));
+      return;
+    }
+    lock.unlock();
+    run_here(device, *run);
+    pass(run->seq);
+    lock.lock();
+    if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
+  }
+
+  void pass(uint64_t seq) {
+    uint64_t seen = passed.load(std::memory_order_relaxed);
+    while (seen < seq && !passed.compare_exchange_weak(seen, seq, std::memory_order_release)) {
+    }
+  }
+
+  // Waits until `target` items have run.
+  void wait_completed(std::unique_lock<std::mutex>& lock, uint64_t target) {
+    wait_releasing_gil(lock, progressed, [&] {
+      if (completed >= target) return true;
+      wake_at = std::min(wake_at, target);
+      return false;
+    });
+  }
+
+  void append(std::unique_lock<std::mutex>& lock, std::unique_ptr<QueuedWork> work) {
+    if (enqueued - completed >= kMaxQueued) wait_completed(lock, enqueued - kMaxQueued + 1);
+    items.push_back(std::move(work));
+    enqueued++;
+    idle.store(false, std::memory_order_relaxed);
+    if (worker_waiting) has_work.notify_one();
+  }
+
+  // Hands the pending run over: something waits for this stream.
+  void flush(std::unique_lock<std::mutex>& lock) { hand_over_pending(lock); }
+
+  void wait_empty() {
+    if (idle.load(std::memory_order_acquire)) return;
+    std::unique_lock<std::mutex> lock(mu);
+    flush(lock);
+    wait_completed(lock, enqueued);
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+      has_work.notify_one();
+    }
+    if (worker.joinable()) worker.join();
+  }
+
+  std::unique_ptr<QueuedWork> next() {
+    std::unique_lock<std::mutex> lock(mu);
+    if (items.empty()) {
+      // Python usually issues the next op within microseconds: yield for a moment before sleeping.
+      for (int i = 0; i < 64 && items.empty() && !stopping; i++) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      }
+      worker_waiting = true;
+      has_work.wait(lock, [&] { return !items.empty() || stopping; });
+      worker_waiting = false;
+    }
+    if (items.empty()) return nullptr;
+    std::unique_ptr<QueuedWork> work = std::move(items.front());
+    items.pop_front();
+    return work;
+  }
+
+  void drain_forever() {
+    t_is_worker = true;
+    while (std::unique_ptr<QueuedWork> work = next()) {
+      try {
+        const IssuerStateGuard issuer(work->issuer);
+        const HostTimer timer(work->executable);
+        work->run();
+      } catch (const std::exception& e) {
+        keep_error(*work, e);
+      }
+      if (work->launch.on) record_launch(work->launch);
+      pass(work->seq);  // blocks it used may go to other streams and back to the host from here on
+      work.reset();
+      std::lock_guard<std::mutex> lock(mu);
+      completed++;
+      if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
+      if (completed >= wake_at) {
+        wake_at = kNobodyWaits;
+        progressed.notify_all();
+      }
+    }
+  }
+
+  void keep_error(const QueuedWork& work, const std::exception& e) { hold_error(device, work, e); }
+};
+
+// Queues live for the process (workers are joined at exit, the objects never destroyed).
+std::mutex g_queues_mu;
+std::vector<StreamQueue*> g_queues;
+std::unordered_map<uint64_t, StreamQueue*> g_queue_index;
+std::atomic<uint64_t> g_queue_generation{1};
+
+uint64_t queue_key(c10::DeviceIndex d, c10::StreamId s) {
+  return static_cast<uint64_t>(s) * kMaxDevices + static_cast<uint64_t>(d);
+}
+
+StreamQueue* find_queue(c10::DeviceIndex d, c10::StreamId s, bool create) {
+  thread_local uint64_t cached_key = ~0ULL, cached_generation = 0;
+  thread_local StreamQueue* cached = nullptr;
+  const uint64_t key = queue_key(d, s);
+  const uint64_t generation = g_queue_generation.load(std::memory_order_relaxed);
+  if (key == cached_key && generation == cached_generation) return cached;
+  std::lock_guard<std::mutex> lock(g_queues_mu);
+  auto it = g_queue_index.find(key);
+  StreamQueue* q = nullptr;
+  if (it != g_queue_index.end()) {
+    q = it->second;
+  } else if (create) {
+    q = new StreamQueue(d, s);
+    g_queues.push_back(q);
+    g_queue_index.emplace(key, q);
+  }
+  if (q != nullptr) {
+    cached_key = key;
+    cached_generation = generation;
+    cached = q;
+  }
+  return q;
+}
+
+std::vector<StreamQueue*> queues_of(std::optional<c10::DeviceIndex> device) {
+  std::lock_guard<std::mutex> lock(g_queues_mu);
+  std::vector<StreamQueue*> out;
+  for (StreamQueue* q : g_queues) {
+    if (!device || q->device == *device) out.push_back(q);
+  }
+  return out;
+}
+
+
+void raise_queued_error(c10::DeviceIndex device) {
+  DeviceErrors& errors = g_errors[device];
+  std::optional<QueuedError> error;
+  {
+    std::lock_guard<std::mutex> lock(errors.mu);
+    if (!errors.first) return;
+    error.swap(errors.first);
+  }
+  TORCH_CHECK(false, "neuron:", static_cast<int>(device), ": queued work ", error->message, ";",
+              source_text(error->source),
+              ". Ops are asynchronous, so this surfaces at the next synchronisation point; later work that used "
+              "the results saw unspecified values. The device remains usable. Run with NEURON_LAUNCH_BLOCKING=1 "
+              "to raise at the op itself.");
+}
+
+// Library code is skipped when looking for the line that enqueued work: the user wants their line.
+bool is_library_code(PyCodeObject* code) {
+  thread_local std::unordered_map<PyCodeObject*, bool> known;
+  auto it = known.find(code);
+  if (it != known.end()) return it->second;
+  static const std::vector<std::string> prefixes = [] {
+    std::vector<std::string> out;
+    for (const char* module : {"torch", "localneuron", "torch_neuronx"}) {
+      try {
+        py::object file = py::module_::import(module).attr("__file__");
+        std::string path = file.cast<std::string>();
+        out.push_back(path.substr(0, path.rfind('/') + 1));
+      } catch (const py::error_already_set&) {
+      }
+    }
+    return out;
+  }();
+  const std::string file = py::reinterpret_borrow<py::object>(code->co_filename).cast<std::string>();
+  bool library = false;
+  for (const std::string& p : prefixes) library = library || file.rfind(p, 0) == 0;
+  known.emplace(code, library);
+  // Kept for the process: recorded lines refer to it after its frame is gone (code objects are few).
+  Py_INCREF(code);
+  return library;
+}
+
+}  // namespace
+
+std::string source_text(const SourceLine& source) {
+  if (source.code == nullptr || !Py_IsInitialized()) return "";
+  py::gil_scoped_acquire gil;
+  auto* code = static_cast<PyCodeObject*>(source.code);
+  const int line = PyCode_Addr2Line(code, source.lasti);
+  py::object file = py::reinterpret_borrow<py::object>(code->co_filename);
+  return " enqueued at " + file.cast<std::string>() + ":" + std::to_string(line);
+}
+
+SourceLine capture_source_line() {
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return {};
+  const PyGILState_STATE state = PyGILState_Ensure();
+  SourceLine found;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const bool library = is_library_code(code);  // also keeps the code object alive
+    Py_DECREF(code);
+    if (found.code == nullptr || !library) found = {code, PyFrame_GetLasti(frame)};
+    PyFrameObject* back = library ? PyFrame_GetBack(frame) : nullptr;
+    Py_DECREF(frame);
+    frame = back;
+  }
+  PyGILState_Release(state);
+  return found;
+}
+
+bool position_passed(const StreamPosition& position) {
+  const auto* q = static_cast<const StreamQueue*>(position.queue);
+  return q == nullptr || q->passed.load(std::memory_order_acquire) >= position.seq;
+}
+
+bool reusable_now(const StreamPosition& position, c10::DeviceIndex device) {
+  if (position_passed(position)) return true;
+  return !t_is_worker && position.queue == find_queue(device, current_stream_id(), false);
+}
+
+StreamPosition stream_tail(const c10::Stream& stream) {
+  StreamQueue* q = runs_inline() ? nullptr : find_queue(stream.device_index(), stream.id(), false);
+  if (q == nullptr) return {};
+  std::lock_guard<std::mutex> lock(q->mu);
+  return {q, q->issued};
+}
+
+bool queues_idle() {
+  for (StreamQueue* q : queues_of(std::nullopt)) {
+    if (!q->idle.load(std::memory_order_acquire)) return false;
+  }
+  return true;
+}
+
+void set_launch_blocking(bool blocking) { g_blocking = blocking; }
+
+bool runs_inline() {
+  return g_blocking.load(std::memory_order_relaxed) || t_is_worker || g_stopped.load(std::memory_order_relaxed);
+}
+
+void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work) {
+  find_queue(device, current_stream_id(), true)->push(std::move(work));
+}
+
+bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe) {
+  const int64_t ns = exe != nullptr ? exe->host_ns.load(std::memory_order_relaxed) : -1;
+  if (ns >= 0 ? ns > g_run_in_place_max_ns.load(std::memory_order_relaxed)
+              : bytes > g_run_in_place_max_bytes.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  const StreamQueue* q = find_queue(device, current_stream_id(), false);
+  return q == nullptr || q->idle.load(std::memory_order_acquire);
+}
+
+void hold_in_place_error(c10::DeviceIndex device, std::string description, const std::exception& e) {
+  hold_error(device, description, capture_source_line(), e);
+}
+
+void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, int64_t bytes) {
+  if (runs_in_place(device, bytes, work->executable) && !joins_run(*work)) {
+    run_here(device, *work);
+    return;
+  }
+  work->source = capture_source_line();
+  enqueue(device, std::move(work));
+}
+
+void set_run_in_place_limits(int64_t max_bytes, int64_t max_ns) {
+  g_run_in_place_max_bytes = max_bytes < 0 ? kRunInPlaceMaxBytes : max_bytes;
+  g_run_in_place_max_ns = max_ns < 0 ? kRunInPlaceMaxNs : max_ns;
+}
+
+void drain_device(c10::DeviceIndex device) {
+  if (t_is_worker) return;
+  for (StreamQueue* q : queues_of(device)) q->wait_empty();
+}
+
+void drain_all_devices() {
+  if (t_is_worker) return;
+  for (StreamQueue* q : queues_of(std::nullopt)) q->wait_empty();
+}
+
+void synchronize_device(c10::DeviceIndex device) {
+  device = checked_index(device);
+  drain_device(device);
+  raise_queued_error(device);
+}
+
+void synchronize_all_devices() {
+  if (t_is_worker) return;
+  drain_all_devices();
+  for (c10::DeviceIndex d = 0; d < device_count(); d++) raise_queued_error(d);
+}
+
+void synchronize_stream(const c10::Stream& stream) {
+  if (StreamQueue* q = find_queue(stream.device_index(), stream.id(), false)) q->wait_empty();
+  raise_queued_error(stream.device_index());
+}
+
+bool stream_idle(const c10::Stream& stream) {
+  StreamQueue* q = find_queue(stream.device_index(), stream.id(), false);
+  if (q == nullptr || q->idle.load(std::memory_order_acquire)) return true;
+  std::unique_lock<std::mutex> lock(q->mu);
+  q->flush(lock);  // a caller polling query() must see the held-back run finish
+  return false;
+}
+
+void shutdown_queues() {
+  g_stopped = true;
+  for (StreamQueue* q : queues_of(std::nullopt)) {
+    q->wait_empty();
+    q->stop();
+  }
+}
+
+void forget_queues_after_fork() {
+  // The parent's worker threads were not copied into this process; their queues are unusable.
+  std::lock_guard<std::mutex> lock(g_queues_mu);
+  g_queues.clear();
+  g_queue_index.clear();
+  g_queue_generation++;
+  g_stopped = true;
+}
+
+namespace {
+struct BusyPeriod final : QueuedWork {
+  double seconds;
+  explicit BusyPeriod(double s) : seconds(s) {}
+  void run() override { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+  std::string describe() const override { return "busy period"; }
+};
+}  // namespace
+
+void enqueue_busy_period(c10::DeviceIndex device, double seconds) {
+  TORCH_CHECK(seconds >= 0 && seconds < 3600, "a busy period must last 0 to 3600 seconds, got ", seconds);
+  auto work = std::make_unique<BusyPeriod>(seconds);
+  if (runs_inline()) {
+    work->run();
+    return;
+  }
+  enqueue(checked_index(device), std::move(work));
+}
+
+// Events: a record is a marker in a stream's queue; it completes when the worker reaches it.
+struct QueueEvent {
+  std::mutex mu;
+  std::condition_variable reached;
+  uint64_t recorded = 0, completed = 0;  // guarded by mu
+  double completed_at_ms = 0;
+};
+
+std::shared_ptr<QueueEvent> new_queue_event() { return std::make_shared<QueueEvent>(); }
+
+namespace {
+
+void complete(QueueEvent& e, uint64_t seq) {
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (seq > e.completed) {
+    e.completed = seq;
+    e.completed_at_ms = now_ms();
+  }
+  e.reached.notify_all();
+}
+
+void wait_for(QueueEvent& e, uint64_t seq) {
+  std::unique_lock<std::mutex> lock(e.mu);
+  wait_releasing_gil(lock, e.reached, [&] { return e.completed >= seq; });
+}
+
+// A point of a stream's queue that completes the `record`-th record of an event, or waits for it.
+struct EventPoint final : QueuedWork {
+  enum Kind { Record, Wait } kind;
+  std::shared_ptr<QueueEvent> event;
+  uint64_t record;
+  EventPoint(Kind k, std::shared_ptr<QueueEvent> e, uint64_t r) : kind(k), event(std::move(e)), record(r) {}
+  void run() override {
+    if (kind == Record) complete(*event, record);
+    else wait_for(*event, record);
+  }
+  std::string describe() const override { return kind == Record ? "event record" : "event wait"; }
+};
+
+}  // namespace
+
+void record_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& stream) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    seq = ++event->recorded;
+  }
+  StreamQueue* q = runs_inline() ? nullptr : find_queue(stream.device_index(), stream.id(), false);
+  if (q == nullptr || q->idle.load(std::memory_order_acquire)) {
+    complete(*event, seq);
+  } else {
+    q->push(std::make_unique<EventPoint>(EventPoint::Record, event, seq));
+  }
+}
+
+void block_stream_on_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& stream) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    if (event->completed >= event->recorded) return;
+    seq = event->recorded;
+  }
+  if (runs_inline()) {
+    wait_for(*event, seq);
+    return;
+  }
+  find_queue(stream.device_index(), stream.id(), true)->push(std::make_unique<EventPoint>(EventPoint::Wait, event, seq));
+}
+
+bool event_completed(const QueueEvent& event) {
+  auto& e = const_cast<QueueEvent&>(event);
+  std::lock_guard<std::mutex> lock(e.mu);
+  return e.completed >= e.recorded;
+}
+
+void synchronize_event(const QueueEvent& event) {
+  auto& e = const_cast<QueueEvent&>(event);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    seq = e.recorded;
+  }
+  wait_for(e, seq);
+}
+
+double event_elapsed_ms(const QueueEvent& start, const QueueEvent& end) {
+  TORCH_CHECK(start.recorded > 0 && end.recorded > 0, "Both events must be recorded before calculating elapsed time.");
+  synchronize_event(start);
+  synchronize_event(end);
+  return end.completed_at_ms - start.completed_at_ms;
+}
+
+}  // namespace localneuron

@@ -1,0 +1,98 @@
+"""The op records (localneuron/ops/op_records.py): every key is a real dispatcher op, special entries
+say why, the device really does what each record says, and `localneuron info --ops` prints them."""
+
+import pytest
+import torch
+
+from cli_runner import localneuron
+from localneuron.ops import op_records
+from localneuron.ops.op_records import OPS, WHOLE, WHOLE_INCLUDING_OUT, Decompose
+
+ALL_OPS = set(torch._C._dispatch_get_all_op_names())
+ALL_NAMES = {q.partition(".")[0] for q in ALL_OPS}
+
+
+def overloads(key: str) -> list[str]:
+    return [key] if "." in key else sorted(q for q in ALL_OPS if q == key or q.startswith(key + "."))
+
+
+@pytest.mark.parametrize("key", sorted(OPS))
+def test_every_key_is_a_dispatcher_op(key):
+    assert key.startswith("aten::")
+    assert (key in ALL_OPS) if "." in key else (key in ALL_NAMES), f"{key} is not an ATen operator of torch 2.13"
+
+
+def test_special_records_say_why():
+    for key, r in OPS.items():
+        special = r.run is not None or r.writes or r.fallback_dtypes
+        assert r.why or not special, f"{key}: a special record needs a reason"
+        assert r.support in (None, op_records.NATIVE, op_records.CPU_FALLBACK), key
+        assert r.quirk is None or r.quirk.quirk, key
+
+
+def test_decomposed_ops_have_device_kernels():
+    for key, r in OPS.items():
+        if isinstance(r.run, Decompose):
+            keys = ("PrivateUse1", "AutogradPrivateUse1") if r.run.autograd else ("PrivateUse1",)
+            for dispatch_key in keys:
+                assert torch._C._dispatch_has_kernel_for_dispatch_key(key, dispatch_key), (key, dispatch_key)
+
+
+def test_whole_ops_are_routed_to_the_executor():
+    routed = 0
+    for key, r in OPS.items():
+        if r.run not in (WHOLE, WHOLE_INCLUDING_OUT):
+            continue
+        for qualified in overloads(key):
+            overload = qualified.partition(".")[2]
+            composite = torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeExplicitAutograd")
+            if composite and (r.run == WHOLE_INCLUDING_OUT or not overload.endswith("out")):
+                assert torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"), qualified
+                routed += 1
+    assert routed > 50
+
+
+def test_derived_views_follow_the_records():
+    assert op_records.OP_SUPPORT["aten::mm"] == op_records.NATIVE
+    assert op_records.OP_SUPPORT["aten::uniform_"] == op_records.CPU_FALLBACK
+    assert "aten::gather" in op_records.INDEX_OPS and "aten::add" not in op_records.INDEX_OPS
+    assert op_records.HOST_KERNEL_FIXES["aten::histc"] is OPS["aten::histc"].quirk
+    assert "enable_nested_tensor=False" in op_records.UNSUPPORTED["aten::_nested_tensor_from_mask"]
+    assert op_records.record("aten::mm", "dtype").run.fn.__name__ == "mm_dtype"
+    assert op_records.record("aten::mm", "default") is OPS["aten::mm"]
+
+
+
+
+def test_info_ops_prints_matching_records():
+    done = localneuron("info", "--ops", "fused_lstm")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("aten::_thnn_fused_lstm_cell: support=unlisted; run=decompose(fused_lstm_cell)")
+    assert all("fused_lstm" in line for line in lines)
+    histc = localneuron("info", "--ops", "aten::histc").stdout
+    assert histc.startswith("aten::histc: support=native; quirk=") and "integer" in histc
+    assert len(localneuron("info", "--ops").stdout.splitlines()) == len(OPS)
+    assert "no op record matches" in localneuron("info", "--ops", "no_such_op").stdout
+
+
+def test_the_cost_model_prices_each_op_by_its_record(monkeypatch):
+    from pathlib import Path
+
+    from localneuron.costmodel import engines
+    from localneuron.costmodel.hardware import chip
+
+    rules = (engines.Matmul, engines.Attention, engines.Rows, engines.Elementwise, engines.Reduction,
+             engines.Movement, engines.Free)
+    assert all(r.cost is None or isinstance(r.cost, rules) for r in OPS.values())
+    assert OPS["aten::mm"].cost == engines.Matmul("mm") and OPS["aten::_softmax"].cost == engines.Rows(vector=2, scalar=1)
+    # no second table: the cost model's sources name no op (only its docstrings give an example)
+    for source in Path(engines.__file__).parent.glob("*.py"):
+        code = [line for line in source.read_text().splitlines() if '"aten::' in line and "(\"aten::mm\")" not in line
+                and "rules:" not in line]
+        assert not code, (source.name, code)
+    a, b = torch.empty(64, 128, device="meta"), torch.empty(128, 32, device="meta")
+    target = chip("trn2")
+    assert engines.op_work(target, "aten::mm", [a, b], [a]).engine_s["tensor"] > 0
+    monkeypatch.setattr(engines, "_rules", {**op_records.COST_RULES, "aten::mm": engines.FREE})
+    assert engines.op_work(target, "aten::mm", [a, b], [a]).compute_s == 0.0
