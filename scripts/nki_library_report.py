@@ -1,5 +1,5 @@
 """Run AWS's NKI Library simulation-mode tests on localneuron and write what happened: the strict expected
-status table (tests/expected/nki_library_status.py) and docs/nki-library.md (per case: pass, fail or skip with
+status table (tests/support/expected/nki_library_status.py) and docs/nki-library.md (per case: pass, fail or skip with
 the reason, and the cycle model's estimate of the kernel's time on trn2 at the test's shapes).
 
     python scripts/nki_library_report.py [--from RUN_DIR] [--library ROOT] [pytest arguments ...]
@@ -18,12 +18,12 @@ from collections import defaultdict
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "tests"))
+sys.path.insert(0, str(PROJECT / "tests" / "support"))
 import expected_status  # noqa: E402
 
 from localneuron.nki import library_tree  # noqa: E402
 
-TABLE = PROJECT / "tests" / "expected" / "nki_library_status.py"
+TABLE = PROJECT / "tests" / "support" / "expected" / "nki_library_status.py"
 DOC = PROJECT / "docs" / "nki-library.md"
 GENERATOR = "scripts/nki_library_report.py"
 REASON_LENGTH = 220
@@ -126,7 +126,7 @@ def write_doc(statuses, estimates, command):
         "`test_transformer_tkg.py` are collection errors), and `test_topk_reduce.py` imports a kernel the release",
         "does not contain.",
         "",
-        f"Regenerate this page and `tests/expected/nki_library_status.py` with `python {GENERATOR}` ({command}).",
+        f"Regenerate this page and `tests/support/expected/nki_library_status.py` with `python {GENERATOR}` ({command}).",
         "",
         f"**{passed} of {ran} cases that ran pass ({100.0 * passed / max(ran, 1):.1f}%)**; "
         f"{len(statuses) - ran} are skipped by the library itself (its large-shape rule for simulation mode, its",

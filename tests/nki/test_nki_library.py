@@ -1,6 +1,6 @@
 """Fast tier of AWS's NKI Library on localneuron: a representative subset of the library's own simulation-mode
 tests, run unchanged through scripts/nki_library_tests.sh, each case held to the strict expected-status table
-(tests/expected/nki_library_status.py: pass stays pass; an expected failure or skip that changes fails too).
+(tests/support/expected/nki_library_status.py: pass stays pass; an expected failure or skip that changes fails too).
 
 The whole suite and the table: python scripts/nki_library_report.py (docs/nki-library.md lists every case).
 Skips with the reason when the library tree or the framework's PyPI requirements are absent.
@@ -15,9 +15,9 @@ import pytest
 
 from localneuron.nki import library_tree
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "scripts"))
-sys.path.insert(0, str(PROJECT / "tests"))
+sys.path.insert(0, str(PROJECT / "tests" / "support"))
 
 # test file -> -k expression: kernels of different families, each small at the library's fast shapes
 FAST_TIER = {
