@@ -2,7 +2,7 @@
 status table (tests/support/expected/nki_library_status.py) and docs/nki-library.md (per case: pass, fail or skip with
 the reason, and the cycle model's estimate of the kernel's time on trn2 at the test's shapes).
 
-    python scripts/nki_library_report.py [--from RUN_DIR] [--library ROOT] [pytest arguments ...]
+    python scripts/nki_library_report.py [--from RUN_DIR] [--library ROOT] [--write-expected] [pytest args ...]
 
 Without --from it runs scripts/nki_library_tests.sh (2 xdist workers) into a fresh folder first; with it, it
 reads a finished run's junit*.xml (one per pytest run) and *-nki_estimates.jsonl (the plugin's per-test kernel estimates).
@@ -92,7 +92,7 @@ def table_lines(statuses):
             for cid, line in sorted(statuses.items())}
 
 
-def write_doc(statuses, estimates, command):
+def write_doc(statuses, estimates, command, files):
     per_family = defaultdict(lambda: {"pass": 0, "fail": 0, "skip": 0})
     for cid, line in statuses.items():
         per_family[family(cid)][line.split(":")[0]] += 1
@@ -126,12 +126,15 @@ def write_doc(statuses, estimates, command):
         "`test_transformer_tkg.py` are collection errors), and `test_topk_reduce.py` imports a kernel the release",
         "does not contain.",
         "",
-        f"Regenerate this page and `tests/support/expected/nki_library_status.py` with `python {GENERATOR}` ({command}).",
+        f"Regenerate this page (and, with --write-expected, `tests/support/expected/nki_library_status.py`) with",
+        f"`python {GENERATOR}` ({command}).",
         "",
         f"**{passed} of {ran} cases that ran pass ({100.0 * passed / max(ran, 1):.1f}%)**; "
         f"{len(statuses) - ran} are skipped by the library itself (its large-shape rule for simulation mode, its",
         "platform marks). The estimated time is the cycle model's (trn2, per launch, summed over a test's kernel",
         "calls), at the test's shapes.",
+        "",
+        f"This run covers {len(files)} test file(s): {', '.join(sorted(files))}.",
         "",
         "| kernel family | pass | fail | skip |",
         "|---|---:|---:|---:|",
@@ -159,6 +162,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="run_dir", type=Path, help="a finished run's folder (NKI_LIBRARY_OUTPUT)")
     parser.add_argument("--library", type=Path, default=None)
+    parser.add_argument("--write-expected", action="store_true",
+                        help="also rewrite the expected-status table (the doc is always written)")
     args, extra = parser.parse_known_args(argv)
     run_dir = args.run_dir
     if run_dir is None:
@@ -170,8 +175,10 @@ def main(argv=None):
     statuses = {}
     for junit in junits:
         statuses.update(read_junit(junit))
-    expected_status.write(str(TABLE), table_lines(statuses), GENERATOR)
-    write_doc(statuses, read_estimates(run_dir), "two xdist workers, platform target trn2")
+    if args.write_expected:
+        expected_status.write(str(TABLE), table_lines(statuses), GENERATOR)
+    files = {cid.split("::")[0] for cid in statuses}
+    write_doc(statuses, read_estimates(run_dir), "platform target trn2", files)
     print(f"{len(statuses)} cases: {TABLE.relative_to(PROJECT)} and {DOC.relative_to(PROJECT)} written")
 
 
