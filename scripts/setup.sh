@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 # torch==2.13.0 resolves to the CPU wheel; the build must not pull another torch (no build isolation).
 python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0" numpy ninja pytest expecttest "setuptools>=64" wheel
 # The hf extra (Hugging Face libraries) is constrained to the installed torch: none of them may pull another.
-python3 -m pip install --quiet --disable-pip-version-check --no-build-isolation -c scripts/constraints.txt -e ".[hf]"
+python3 -m pip install --quiet --disable-pip-version-check --no-build-isolation -c scripts/constraints.txt -e ".[hf,nki]"
 # Headless Chromium for the HTML report's browser test (tests/report/test_html_report.py), where Debian's apt
 # can install it (as root, or CI with password-less sudo). Optional: without it that test skips and says why.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

@@ -71,6 +71,11 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def _gelu_sigmoid_dx(x):
+    s = _sigmoid(1.702 * x)
+    return s + 1.702 * x * s * (1.0 - s)
+
+
 def _silu_dx(x):
     s = _sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
@@ -89,6 +94,7 @@ _FUNCTIONS = {
     "gelu_dx": _gelu_dx,
     "gelu_apprx_tanh": _gelu_tanh,
     "gelu_apprx_sigmoid": lambda x: x * _sigmoid(1.702 * x),
+    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
     "silu": lambda x: x * _sigmoid(x),
     "silu_dx": _silu_dx,
     "tanh": np.tanh,

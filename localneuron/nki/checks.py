@@ -2,9 +2,8 @@
 the parameter and the limit, so a failing kernel says what to change."""
 from . import buffers
 from .errors import NkiConstraintError, NkiUsageError, require
+from .run import current_run
 from .tensor import NkiTensor
-
-PMAX = 128
 
 # Which memories each engine may read and write (reference notes §2.1, §3.3).
 ENGINE_ACCESS = {
@@ -37,12 +36,13 @@ def access(op, engine, param, tile, mode):
 
 
 def partition_rules(op, param, tile):
-    """Partition count <= 128, contiguous partitions, and the allowed start partitions."""
+    """Partition count <= pmax, contiguous partitions, and the allowed start partitions."""
     if not tile.buffer.on_chip:
         return
     count = tile.num_partitions
-    if count > PMAX:
-        raise NkiConstraintError(f"{op}: {param} has {count} partitions, exceeding the limit pmax={PMAX}")
+    pmax = current_run().target.partitions
+    if count > pmax:
+        raise NkiConstraintError(f"{op}: {param} has {count} partitions, exceeding the limit pmax={pmax}")
     if tile.ndim and count > 1 and tile.strides[0] != tile.storage.row_size:
         raise NkiConstraintError(f"{op}: {param} steps over partitions; a tile occupies a contiguous partition range")
     start = tile.partition_start

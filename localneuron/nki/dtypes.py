@@ -23,12 +23,20 @@ class FloatFormat:
 
 @dataclass(frozen=True, eq=False)
 class NkiDtype:
+    """One NKI data type (nl.bfloat16, nl.float8_e4m3fn_x4, ...).
+
+    It is also what numpy and user code see: `str()` is its NKI name, it equals that name, the
+    numpy dtype (or type) of the same data and itself, and numpy accepts it wherever a dtype goes
+    (`np.zeros(shape, nl.bfloat16)`, `a.astype(nl.float8_e4m3)`) through its `dtype` attribute.
+    """
     name: str
     itemsize: int
-    kind: str                  # "float", "int" or "bool"
-    storage: type              # numpy type that holds values on the host
+    kind: str                  # "float", "int", "bool" or "packed" (lanes small floats in one item)
+    storage: type              # numpy type that holds one item in a simulated tile
     float_format: FloatFormat = None
-    min_target: str = "gen2"   # first NeuronCore generation with this type
+    host_name: str = None      # numpy/ml_dtypes name of the host arrays (None: same as `name`)
+    lanes: int = 1             # packed types: elements per item
+    element: object = None     # packed types: the NkiDtype of one element
 
     @property
     def is_float(self):
@@ -38,57 +46,125 @@ class NkiDtype:
     def is_int(self):
         return self.kind in ("int", "bool")
 
+    @property
+    def is_packed(self):
+        return self.kind == "packed"
+
+    @property
+    def dtype(self):
+        """The numpy dtype of host arrays of this type (numpy reads this attribute)."""
+        return host_dtype(self)
+
     def __repr__(self):
         return self.name
 
+    __str__ = __repr__
 
-def _float(name, itemsize, mantissa, min_exp, max_finite, has_inf=True, min_target="gen2"):
-    return NkiDtype(name, itemsize, "float", np.float32,
-                    FloatFormat(mantissa, min_exp, max_finite, has_inf), min_target)
+    def __eq__(self, other):
+        return other is self or (not isinstance(other, NkiDtype) and find(other) is self)
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+def _float(name, itemsize, mantissa, min_exp, max_finite, has_inf=True, host_name=None):
+    return NkiDtype(name, itemsize, "float", np.float32, FloatFormat(mantissa, min_exp, max_finite, has_inf),
+                    host_name)
+
+
+def _packed(name, element, lanes, storage):
+    return NkiDtype(name, np.dtype(storage).itemsize, "packed", storage, lanes=lanes, element=element)
 
 
 float32 = NkiDtype("float32", 4, "float", np.float32)
-tfloat32 = _float("tfloat32", 4, 10, -126, (2 - 2 ** -10) * 2.0 ** 127)
+tfloat32 = _float("tfloat32", 4, 10, -126, (2 - 2 ** -10) * 2.0 ** 127, host_name="float32")
 bfloat16 = _float("bfloat16", 2, 7, -126, (2 - 2 ** -7) * 2.0 ** 127)
 float16 = _float("float16", 2, 10, -14, 65504.0)
 float8_e5m2 = _float("float8_e5m2", 1, 2, -14, 57344.0)
 float8_e4m3 = _float("float8_e4m3", 1, 3, -6, 240.0)            # Neuron's IEEE-like e4m3
-float8_e4m3fn = _float("float8_e4m3fn", 1, 3, -6, 448.0, has_inf=False, min_target="gen4")
+float8_e4m3fn = _float("float8_e4m3fn", 1, 3, -6, 448.0, has_inf=False)
+# MX element types: no inf; an overflow saturates (OCP MX). fp4 is a storage format only inside _x4 items.
+float4_e2m1fn = _float("float4_e2m1fn", 1, 1, 0, 6.0, has_inf=False)
+# Four MX elements packed in one item (element 0 in the lowest bits): the operands of nisa.nc_matmul_mx
+# and the results of nisa.quantize_mx (NeuronCore-v4).
+float8_e4m3fn_x4 = _packed("float8_e4m3fn_x4", float8_e4m3fn, 4, np.uint32)
+float8_e5m2_x4 = _packed("float8_e5m2_x4", float8_e5m2, 4, np.uint32)
+float4_e2m1fn_x4 = _packed("float4_e2m1fn_x4", float4_e2m1fn, 4, np.uint16)
 int8 = NkiDtype("int8", 1, "int", np.int8)
 uint8 = NkiDtype("uint8", 1, "int", np.uint8)
 int16 = NkiDtype("int16", 2, "int", np.int16)
 uint16 = NkiDtype("uint16", 2, "int", np.uint16)
 int32 = NkiDtype("int32", 4, "int", np.int32)
 uint32 = NkiDtype("uint32", 4, "int", np.uint32)
-bool_ = NkiDtype("bool_", 1, "bool", np.uint8)
+bool_ = NkiDtype("bool_", 1, "bool", np.uint8, host_name="bool")
 
-ALL = (float32, tfloat32, bfloat16, float16, float8_e5m2, float8_e4m3, float8_e4m3fn,
-       int8, uint8, int16, uint16, int32, uint32, bool_)
+ALL = (float32, tfloat32, bfloat16, float16, float8_e5m2, float8_e4m3, float8_e4m3fn, float8_e4m3fn_x4,
+       float8_e5m2_x4, float4_e2m1fn_x4, int8, uint8, int16, uint16, int32, uint32, bool_)
 BY_NAME = {d.name: d for d in ALL}
-# Spellings from numpy, torch and ml_dtypes that mean one of ours.
-ALIASES = {"float": float32, "bool": bool_, "half": float16, "float8_e4m3fnuz": float8_e4m3fn}
+PACKED = tuple(d for d in ALL if d.is_packed)
+# Spellings from numpy, torch, ml_dtypes and the older NKI compiler that mean one of ours.
+ALIASES = {"float": float32, "bool": bool_, "half": float16, "float8_e4m3fnuz": float8_e4m3fn,
+           "float8e4": float8_e4m3, "float8e5": float8_e5m2, "fp32": float32, "bf16": bfloat16}
 # NKI has no 64-bit types. As the device does with 64-bit tensors, a kernel computes them in the
 # 32-bit type, with one warning per type (arguments, nl.ndarray dtypes and tensors alike).
 NARROWED = {"float64": float32, "int64": int32, "uint64": uint32}
 
 
-def as_dtype(value):
-    """Map an NKI, numpy, torch or string dtype to an NkiDtype (64-bit types narrow to 32-bit, see NARROWED)."""
+def host_dtype(dtype):
+    """The numpy dtype of host arrays holding `dtype` data: ml_dtypes types for the narrow floats, a
+    one-field record named after a packed type (so the array says what it holds)."""
+    cached = _HOST.get(dtype.name)
+    if cached is None:
+        if dtype.is_packed:
+            cached = np.dtype([(dtype.name, dtype.storage)])
+        else:
+            import ml_dtypes  # noqa: F401  (registers bfloat16 and the fp8 types with numpy)
+            cached = np.dtype(dtype.host_name or dtype.name)
+        _HOST[dtype.name] = cached
+    return cached
+
+
+_HOST = {}
+
+
+def find(value):
+    """The NkiDtype `value` names (an NkiDtype, a name, a numpy/ml_dtypes/torch dtype), or None."""
     if isinstance(value, NkiDtype):
         return value
-    name = str(value)
-    if name.startswith("torch."):
-        name = name[len("torch."):]
-    elif not isinstance(value, str):
-        name = np.dtype(value).name
-    found = BY_NAME.get(name) or ALIASES.get(name)
-    if found is None and name in NARROWED:
+    if isinstance(value, str):
+        name = value
+    elif isinstance(value, np.dtype) and value.names is not None and len(value.names) == 1:
+        packed = BY_NAME.get(value.names[0])
+        return packed if packed is not None and packed.is_packed else None
+    elif type(value).__module__ == "torch" or str(value).startswith("torch."):
+        name = str(value)[len("torch."):]
+    else:
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            return None
+    if name == "float32":   # tfloat32 data lives in float32 arrays; float32 data is float32
+        return float32
+    return BY_NAME.get(name) or ALIASES.get(name)
+
+
+def as_dtype(value):
+    """Map an NKI, numpy, torch or string dtype to an NkiDtype (64-bit types narrow to 32-bit, see NARROWED)."""
+    found = find(value)
+    if found is not None:
+        return found
+    name = str(value)[len("torch."):] if str(value).startswith("torch.") else str(value)
+    if not isinstance(value, str):
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            pass
+    if name in NARROWED:
         found = NARROWED[name]
         tracking.warn_once(f"nki:{name}", f"{name} is not an NKI data type: NKI kernels compute it as {found.name}, "
                            f"with {found.name}'s precision and range. Pass {found.name} data to the kernel.")
-    if found is None:
-        raise TypeError(f"dtype {value!r} is not an NKI data type; use one of {sorted(BY_NAME)}")
-    return found
+        return found
+    raise TypeError(f"dtype {value!r} is not an NKI data type; use one of {sorted(BY_NAME)}")
 
 
 def precise_fp():
@@ -119,6 +195,8 @@ def to_storage(values, dtype, precise=True):
         if precise and dtype.float_format is not None:
             return round_to_format(values, dtype.float_format)
         return values
+    if dtype.is_packed:   # raw items (instructions that read or write MX elements pack them)
+        return np.asarray(values).astype(dtype.storage)
     info = np.iinfo(dtype.storage) if dtype.kind == "int" else np.iinfo(np.uint8)
     values = np.asarray(values)
     if values.dtype.kind == "f":
@@ -152,3 +230,97 @@ def promote(a, b):
         unsigned_width = a.itemsize if np.iinfo(a.storage).min == 0 else b.itemsize
         width = max(width, min(4, unsigned_width * 2))
     return {1: int8, 2: int16, 4: int32}[width] if signed else {1: uint8, 2: uint16, 4: uint32}[width]
+
+
+# --- packed MX items ---------------------------------------------------------------------------
+
+def _element_bits(dtype):
+    return 8 * dtype.itemsize // dtype.lanes
+
+
+def pack(values, dtype, precise=True):
+    """Float values [..., lanes * n] -> packed items [..., n] of `dtype` (element 0 in the lowest bits);
+    each element is rounded to the element format first (an overflow saturates, as MX conversion does)."""
+    import ml_dtypes
+    values = np.asarray(values, dtype=np.float32)
+    if values.shape[-1] % dtype.lanes:
+        raise ValueError(f"{dtype}: the last axis ({values.shape[-1]} elements) must be a multiple of "
+                         f"{dtype.lanes}, the elements one item packs")
+    element = dtype.element
+    limit = element.float_format.max_finite
+    rounded = round_to_format(np.clip(values, -limit, limit), element.float_format)
+    codes = rounded.astype(getattr(ml_dtypes, element.name)).view(np.uint8).astype(dtype.storage)
+    codes = codes.reshape(*values.shape[:-1], values.shape[-1] // dtype.lanes, dtype.lanes)
+    bits = _element_bits(dtype)
+    shifts = (np.arange(dtype.lanes) * bits).astype(dtype.storage)
+    return np.bitwise_or.reduce(codes << shifts, axis=-1).astype(dtype.storage)
+
+
+def unpack(items, dtype):
+    """Packed items [..., n] -> their float32 elements [..., lanes * n]."""
+    import ml_dtypes
+    items = np.asarray(items).astype(dtype.storage, copy=False)
+    bits = _element_bits(dtype)
+    shifts = (np.arange(dtype.lanes) * bits).astype(dtype.storage)
+    codes = ((items[..., None] >> shifts) & ((1 << bits) - 1)).astype(np.uint8)
+    values = codes.view(getattr(ml_dtypes, dtype.element.name)).astype(np.float32)
+    return values.reshape(*items.shape[:-1], items.shape[-1] * dtype.lanes)
+
+
+# --- host arrays -------------------------------------------------------------------------------
+
+def to_host(stored, dtype):
+    """A simulated tile's stored values as the host array of its NKI dtype (bfloat16 data as an
+    ml_dtypes bfloat16 array, packed items as their record type)."""
+    stored = np.asarray(stored)
+    if dtype.is_packed:
+        return np.ascontiguousarray(stored).view(host_dtype(dtype))
+    return stored.astype(host_dtype(dtype))
+
+
+def from_host(array, dtype, precise=True):
+    """Host values (any numpy array) as the stored values of a tile of `dtype`."""
+    array = np.asarray(array)
+    if dtype.is_packed:
+        if array.dtype.names is not None:
+            return np.ascontiguousarray(array).view(dtype.storage).reshape(array.shape)
+        return array.astype(dtype.storage)
+    if dtype.is_float or array.dtype.kind not in "iub":
+        array = array.astype(np.float32) if array.dtype != np.float32 else array
+    return to_storage(array, dtype, precise)
+
+
+def static_cast(array, dtype):
+    """Convert host values to `dtype` like a C++ static_cast per element: floats round to nearest
+    even (saturating for types without inf), float to integer truncates toward zero, and a packed
+    type packs (or unpacks) `lanes` elements per item along the last axis."""
+    array = np.asarray(array)
+    source = find(array.dtype)
+    target = as_dtype(dtype)
+    if source is not None and source.is_packed:
+        array = unpack(np.ascontiguousarray(array).view(source.storage).reshape(array.shape), source)
+    if target.is_packed:
+        return to_host(pack(array, target), target)
+    if target.is_float:
+        values = array.astype(np.float32)
+        return to_host(round_to_format(values, target.float_format) if target.float_format else values, target)
+    return array.astype(host_dtype(target))
+
+
+def sizeinbytes(dtype):
+    """Bytes one item of `dtype` occupies (a packed item counts once)."""
+    return as_dtype(dtype).itemsize
+
+
+def is_float_type(dtype):
+    found = find(dtype)
+    return found is not None and found.is_float
+
+
+def finfo(dtype):
+    """Machine limits of a float type, as numpy/ml_dtypes report them (`.max`, `.eps`, `.dtype`)."""
+    import ml_dtypes
+    found = as_dtype(dtype)
+    if not found.is_float:
+        raise TypeError(f"finfo: {found} is not a float type")
+    return ml_dtypes.finfo(host_dtype(found))

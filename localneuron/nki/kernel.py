@@ -14,8 +14,9 @@ import numpy as np
 
 from . import buffers, calls, generation
 from .cycle_model import KernelReport
-from .dtypes import as_dtype, precise_fp, to_storage
+from .dtypes import as_dtype, from_host, precise_fp, to_host
 from .errors import NkiUsageError
+from .lnc import LncGroup
 from .run import KernelRun
 from .tensor import NkiTensor, Storage
 
@@ -122,7 +123,7 @@ class Execution:
         for position, name in enumerate(self.argument_names):
             original = args[position] if position < len(args) else kwargs.get(name)
             if name in self.written and isinstance(original, np.ndarray):
-                original[...] = self.written[name].data.astype(original.dtype)
+                original[...] = self.written[name].data.astype(original.dtype, copy=False)
 
 
 def _map_outputs(value, convert):
@@ -147,7 +148,7 @@ def _argument_storage(name, host, numerics, precise):
     if numerics:
         if host.data is None:
             raise NkiUsageError(f"argument {name!r} has no values; numerics runs need arrays, not ShapeOnly")
-        data = to_storage(np.asarray(host.data).reshape(-1), host.dtype, precise).copy()
+        data = from_host(host.data, host.dtype, precise).reshape(-1).copy()
     return Storage(host.shape, host.dtype, buffers.shared_hbm, name, data)
 
 
@@ -156,7 +157,7 @@ def _output(value, numerics):
         if value.buffer is not buffers.shared_hbm:
             raise NkiUsageError(f"kernel output {value.name!r} is in {value.buffer}; since NKI 0.3 every "
                                 f"returned tensor must be allocated with buffer=nl.shared_hbm")
-        return HostArray(value.read() if numerics else None, value.dtype, value.shape)
+        return HostArray(to_host(value.read(), value.dtype) if numerics else None, value.dtype, value.shape)
     if isinstance(value, (tuple, list)):
         return type(value)(_output(v, numerics) for v in value)
     if isinstance(value, dict):
@@ -187,22 +188,31 @@ def execute(kernel, grid, args, kwargs, numerics=True, record=True, keep_trace=F
             bound.arguments[name] = NkiTensor(storages[name])
     shape, parallel = _grid_shape(grid)
     shared_allocations = []
-    reports, written = [], set()
-    for instance in range(int(np.prod(shape))):
-        for storage in storages.values():
-            storage.reads.clear()
-            storage.writes.clear()
-        run = KernelRun(kernel.__name__, target, numerics, precise, shape, instance, keep_trace,
-                        shared_allocations)
-        with run.active():
-            outputs = _output(kernel.fn(*bound.args, **bound.kwargs), numerics)
-        reports.append(run.report(trace=keep_trace))
-        written.update(name for name, s in storages.items() if s.writes)
+    runs = [KernelRun(kernel.__name__, target, numerics, precise, shape, instance, keep_trace, shared_allocations)
+            for instance in range(int(np.prod(shape)))]
+    body = (lambda: kernel.fn(*bound.args, **bound.kwargs))
+    written = set()
+    if parallel and len(runs) > 1:
+        # The cores of a logical core run together (they may exchange data) on one clock.
+        returned = LncGroup(runs).run(body)[-1]
+    else:
+        for run in runs:
+            # SPMD programs run one after another: each starts with idle engines and queues.
+            for storage in storages.values():
+                storage.reads.clear()
+                storage.writes.clear()
+            with run.active():
+                returned = body()
+            written.update(name for name, s in storages.items() if s.writes)
+    written.update(name for name, s in storages.items() if s.writes)
+    outputs = _output(returned, numerics)
+    reports = [run.report(trace=keep_trace) for run in runs]
     report = _combine(reports, parallel)
     report.outputs = outputs
     if record:
         calls.record(report)
-    written_hosts = {name: HostArray(storages[name].data.reshape(storages[name].shape) if numerics else None,
+    written_hosts = {name: HostArray(to_host(storages[name].data.reshape(storages[name].shape), storages[name].dtype)
+                                     if numerics else None,
                                      storages[name].dtype, storages[name].shape) for name in written}
     return Execution(outputs, written_hosts, report, argument_names)
 
@@ -246,6 +256,10 @@ def simulate(kernel):
     """nki.simulate(kernel)(*args) or nki.simulate(kernel[grid])(*args): run on the CPU simulator;
     numpy in, numpy out (torch in, torch out)."""
     return _as_launch(kernel)
+
+
+# AWS's simulator entry point, `nki.cpu_simulate(kernel)[lnc](**inputs)`, as the NKI Library's tests call it.
+cpu_simulate = simulate
 
 
 def simulate_kernel(kernel, *args, **kwargs):

@@ -32,9 +32,9 @@ class OnChipMemory:
     def allocate(self, storage):
         shape, buffer = storage.shape, storage.buffer
         require(len(shape) >= 1, f"on-chip tensor {storage.name!r} needs a partition dimension")
-        require(shape[0] <= 128,
+        require(shape[0] <= self.target.partitions,
                 f"partition dimension of {storage.name!r} is {shape[0]}, which exceeds the "
-                f"architecture limit pmax=128")
+                f"architecture limit pmax={self.target.partitions}")
         kind = buffers.kind(buffer)
         need = self.footprint(shape, storage.dtype, buffer)
         limit = self.limit(kind)

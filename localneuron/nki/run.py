@@ -34,13 +34,15 @@ class KernelRun:
         self.memory = OnChipMemory(target)
         self.timeline = Timeline(target, keep_trace)
         # ScalarE reduce_regs and the Vector exponential accumulators: one per partition lane.
-        self.scalar_accumulators = np.zeros(128, dtype=np.float32)
+        self.scalar_accumulators = np.zeros(target.partitions, dtype=np.float32)
         self.random = np.random.default_rng(0)   # nl.random_seed reseeds it
         self._names = itertools.count()
         # Instances of one launch (LNC cores, SPMD programs) see the same shared_hbm tensors:
         # the n-th shared allocation of every instance is the same storage.
         self.shared_allocations = [] if shared_allocations is None else shared_allocations
         self._shared_index = 0
+        self.lnc_group = None      # the LncGroup of a kernel[2] launch (set by it)
+        self.registers = []        # nisa.register_alloc
 
     @contextmanager
     def active(self):

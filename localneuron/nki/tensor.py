@@ -14,7 +14,7 @@ from .dtypes import to_storage
 from .errors import NkiUsageError
 
 # Fresh allocations read as NaN (floats) or 4 (integers), as on AWS's simulator, so that a
-# read of memory nothing wrote shows up in the results.
+# read of memory nothing wrote shows up in the results; packed MX items are all ones (NaN elements).
 POISON_FLOAT = np.nan
 POISON_INT = 4
 
@@ -39,7 +39,7 @@ class Storage:
     def poisoned(cls, shape, dtype, buffer, name, with_data):
         data = None
         if with_data:
-            fill = POISON_FLOAT if dtype.is_float else POISON_INT
+            fill = POISON_FLOAT if dtype.is_float else np.iinfo(dtype.storage).max if dtype.is_packed else POISON_INT
             data = np.full(math.prod(shape), fill, dtype=dtype.storage)
         storage = cls(shape, dtype, buffer, name, data)
         if buffer is buffers.psum and with_data:
@@ -138,10 +138,27 @@ class NkiTensor:
             raise NkiUsageError(f"reshape of a non-contiguous view of {self.name!r}; slice after reshaping")
         return NkiTensor(self.storage, self.offset, shape)
 
-    def ap(self, pattern, offset=0):
-        """Raw access pattern: `pattern` is [[stride, count], ...] in elements, from this view's start."""
+    def ap(self, pattern, offset=0, dtype=None, scalar_offset=None, vector_offset=None, indirect_dim=None):
+        """Raw access pattern: `pattern` is [[stride, count], ...] in elements, from this view's start.
+
+        scalar_offset (a register or a one-element tile, read now) moves the view by that many steps of
+        dimension `indirect_dim` (dynamic addressing); dtype must be the tensor's own (the simulator keeps
+        values, not raw bits, so a reinterpreting view has nothing to show)."""
+        if dtype is not None and dtype != self.dtype:
+            raise NkiUsageError(f"ap(dtype={dtype}) on {self.name!r} ({self.dtype}): reinterpreting an access "
+                                f"pattern as another dtype is not simulated; use the tensor's own dtype")
+        if vector_offset is not None:
+            raise NkiUsageError(f"ap(vector_offset=...) on {self.name!r}: indirect (per-index) DMA addressing is "
+                                f"not simulated; gather with nisa.nc_n_gather / local_gather or per-index copies")
         strides = tuple(int(p[0]) for p in pattern)
         shape = tuple(int(p[1]) for p in pattern)
+        if scalar_offset is not None:
+            if indirect_dim is None or not 0 <= int(indirect_dim) < len(strides):
+                raise NkiUsageError(f"ap(scalar_offset=...) needs indirect_dim, the pattern dimension it moves "
+                                    f"(0..{len(strides) - 1}), got {indirect_dim!r}")
+            steps = scalar_offset if not isinstance(scalar_offset, NkiTensor) else \
+                np.asarray(scalar_offset.read()).reshape(-1)[0] if scalar_offset.storage.data is not None else 0
+            offset = int(offset) + int(steps) * strides[int(indirect_dim)]
         view = NkiTensor(self.storage, self.offset + int(offset), shape, strides)
         last = view.offset + sum((n - 1) * s for n, s in zip(shape, strides))
         if view.offset < 0 or last >= math.prod(self.storage.shape):

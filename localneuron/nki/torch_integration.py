@@ -23,6 +23,7 @@ from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 
 from .dtypes import as_dtype
+from .errors import NkiUsageError
 from .kernel import KERNELS, HostArray, Kernel, Launch, execute
 
 TORCH_DTYPES = {
@@ -62,9 +63,13 @@ def _to_host(t, symbolic):
 
 
 def _to_tensor(host, device, symbolic):
+    if host.dtype.name not in TORCH_DTYPES:
+        raise NkiUsageError(f"a kernel output of NKI type {host.dtype} has no PyTorch dtype; return it "
+                            f"converted (e.g. to uint8/uint32 raw items) or call the kernel with numpy arrays")
     out = torch.empty(host.shape, dtype=TORCH_DTYPES[host.dtype.name], device=device)
     if not symbolic:
-        _host_view(out).copy_(torch.from_numpy(np.ascontiguousarray(host.data)))
+        values = host.data.astype(np.float32) if host.dtype.is_float else host.data
+        _host_view(out).copy_(torch.from_numpy(np.ascontiguousarray(values)))
     return out
 
 

@@ -105,7 +105,7 @@ class Timeline:
         self._log(engine, opcode, start, done)
 
     def dma(self, opcode, rows, descriptors_per_row, descriptor_bytes, reads=(), writes=(),
-            rows_per_queue=PARTITIONS_PER_DMA_QUEUE):
+            rows_per_queue=PARTITIONS_PER_DMA_QUEUE, not_before=0.0):
         """A transfer of `rows` rows, spread over the DMA queues (partition rows: 8 per queue)."""
         queues = self.target.dma_queues
         used = min(queues, max(1, -(-rows // rows_per_queue)))
@@ -115,7 +115,7 @@ class Timeline:
         chosen = [(self.next_queue + i) % queues for i in range(used)]
         self.next_queue = (self.next_queue + used) % queues
         reads, writes = self._accesses(reads, writes)
-        start = max([self._ready_after("dma", reads, writes)] + [self.queue_free_at[q] for q in chosen])
+        start = max([not_before, self._ready_after("dma", reads, writes)] + [self.queue_free_at[q] for q in chosen])
         for q in chosen:
             self.queue_free_at[q] = start + busy
             self.queue_busy[q] += busy
@@ -124,6 +124,17 @@ class Timeline:
         self._record("dma", reads, writes, start + busy, ready)
         self.finish = max(self.finish, ready)
         self._log("dma", opcode, start, start + busy)
+
+    def data_ready(self, tiles):
+        """When the latest write to any of `tiles` is visible to another engine."""
+        return self._ready_after("dma", self._accesses(tiles, ())[0], [])
+
+    def fence(self, time):
+        """Nothing issued from now on starts before `time` (a barrier with another core)."""
+        for engine in self.free_at:
+            self.free_at[engine] = max(self.free_at[engine], time)
+        self.queue_free_at = [max(t, time) for t in self.queue_free_at]
+        self.finish = max(self.finish, time)
 
     # --- summary ------------------------------------------------------------------------
     def engine_busy_ns(self):

@@ -7,7 +7,7 @@ from ..cycle_model import costs
 from ..errors import NkiUsageError, require
 from ..run import current_run
 from .common import as_matrix, issue, operand, operand_values
-from .enums import reduce_cmd as reduce_cmds
+from .constants import reduce_cmd as reduce_cmds
 
 
 def _accumulate(run, lanes, partial, command, reduce_res):

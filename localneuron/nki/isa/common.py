@@ -4,7 +4,7 @@ import numpy as np
 from .. import buffers, checks
 from ..errors import NkiUsageError, require
 from ..tensor import NkiTensor
-from .enums import engine as engine_enum
+from .constants import engine as engine_enum
 
 ENGINE_NAMES = {engine_enum.tensor: "tensor", engine_enum.vector: "vector", engine_enum.scalar: "scalar",
                 engine_enum.gpsimd: "gpsimd", engine_enum.dma: "dma", engine_enum.sync: "dma"}

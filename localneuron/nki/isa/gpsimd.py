@@ -60,3 +60,80 @@ def generate(dst, values, opcode):
     if run.numerics:
         dst.write(values(), run.precise)
     issue(run, "gpsimd", opcode, costs.gpsimd(dst.free_size), reads=[], writes=[dst])
+
+
+PARTITIONS_PER_GPSIMD_CORE = 16
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    """Per partition: the indices (plus index_offset) of src's non-zero elements, in order, then padding_val,
+    and the count of non-zero elements as the last element (dst holds src's elements per partition + 1)."""
+    op = "nonzero_with_count"
+    run = current_run()
+    checks.compute_operands(op, "gpsimd", {"src": src}, {"dst": dst})
+    checks.same_partitions(op, "dst", dst, "src", src)
+    n = src.free_size
+    require(dst.free_size == n + 1, f"{op}: dst must hold {n + 1} elements per partition (the {n} indices, then the "
+                                    f"count), got {dst.free_size}")
+    require(dst.dtype.is_int, f"{op}: dst holds indices; its dtype must be an integer type, got {dst.dtype}")
+    if run.numerics:
+        values = as_matrix(run, src, fp32=not src.dtype.is_int)
+        out = np.full((src.num_partitions, n + 1), int(padding_val), dtype=np.int64)
+        for row in range(src.num_partitions):
+            found = np.flatnonzero(values[row] != 0)
+            out[row, :found.size] = found + int(index_offset)
+            out[row, n] = found.size
+        dst.write(out, run.precise)
+    issue(run, "gpsimd", op, costs.gpsimd(n), reads=[src], writes=[dst])
+
+
+def nc_n_gather(dst, data, indices, name=None):
+    """Per partition: dst[p, k] = data[p, indices[p, k]] over data's flattened free axes."""
+    op = "nc_n_gather"
+    run = current_run()
+    checks.compute_operands(op, "gpsimd", {"data": data, "indices": indices}, {"dst": dst})
+    checks.same_partitions(op, "indices", indices, "data", data)
+    checks.same_layout(op, "dst", dst, "indices", indices)
+    require(indices.dtype.is_int, f"{op}: indices must be an integer tile (uint32), got {indices.dtype}")
+    if run.numerics:
+        values = as_matrix(run, data, fp32=not data.dtype.is_int)
+        where = as_matrix(run, indices, fp32=False).astype(np.int64)
+        require(((where >= 0) & (where < data.free_size)).all(),
+                f"{op}: an index is outside the {data.free_size} elements per partition of data")
+        dst.write(np.take_along_axis(values, where, axis=1), run.precise)
+    issue(run, "gpsimd", op, costs.gpsimd(dst.free_size), reads=[data, indices], writes=[dst])
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    """Each GpSimd core (16 partitions) gathers from its own 16 partitions of src_buffer: its indices,
+    read partition-first from its 16 partitions of `index`, select num_elem_per_idx contiguous elements
+    each of the core's buffer (flattened partition-first); results fill its 16 dst partitions
+    partition-first."""
+    op = "local_gather"
+    run = current_run()
+    group = PARTITIONS_PER_GPSIMD_CORE
+    checks.compute_operands(op, "gpsimd", {"src_buffer": src_buffer, "index": index}, {"dst": dst})
+    for param, tile in (("src_buffer", src_buffer), ("index", index), ("dst", dst)):
+        require(tile.num_partitions % group == 0,
+                f"{op}: {param} has {tile.num_partitions} partitions; each GpSimd core serves {group}, so it must "
+                f"be a multiple of {group}")
+    per_core = index.size // (index.num_partitions // group)
+    valid = per_core if num_valid_indices is None else int(num_valid_indices)
+    require(valid <= per_core, f"{op}: num_valid_indices={valid} exceeds the {per_core} indices of a core's slice")
+    if run.numerics:
+        src = as_matrix(run, src_buffer, fp32=not src_buffer.dtype.is_int)
+        idx = as_matrix(run, index, fp32=False).astype(np.int64)
+        out = as_matrix(run, dst, fp32=not dst.dtype.is_int).copy()
+        k = int(num_elem_per_idx)
+        for core in range(index.num_partitions // group):
+            rows = slice(core * group, (core + 1) * group)
+            buffer = src[rows].reshape(group, -1, k).transpose(1, 0, 2).reshape(-1, k)   # partition-first items
+            picks = idx[rows].T.reshape(-1)[:valid]
+            require(((picks >= 0) & (picks < buffer.shape[0])).all(),
+                    f"{op}: an index is outside the {buffer.shape[0]} items of GpSimd core {core}'s buffer")
+            gathered = buffer[picks].reshape(-1)
+            flat = out[rows].T.reshape(-1)
+            flat[:gathered.size] = gathered
+            out[rows] = flat.reshape(-1, group).T
+        dst.write(out, run.precise)
+    issue(run, "gpsimd", op, costs.gpsimd(dst.free_size), reads=[src_buffer, index], writes=[dst])

@@ -7,9 +7,9 @@ from ..errors import require
 from ..run import current_run
 from ..generation import at_least
 from .common import as_matrix, issue, pick_engine
-from .enums import matmul_perf_mode
+from .constants import matmul_perf_mode
 
-GEMM_STATIONARY_FMAX = 128
+VECTOR_TRANSPOSE_MAX = 32   # VectorE transposes 32x32 blocks (one per partition quadrant)
 FP32_INPUTS = ("float32", "tfloat32")
 FP8_INPUTS = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 
@@ -32,6 +32,24 @@ def _fits_bank(op, run, dst, spans_banks_ok):
                 f"({bank // 4} fp32 values, psum_bank_fmax=512)")
 
 
+def accumulate_product(op, run, dst, product, accumulate):
+    """Write a TensorE product into PSUM: accumulate=False overwrites, True adds, None follows the
+    compiler's rule (the first matmul of an accumulation group overwrites, later ones add)."""
+    cells = dst.flat_indices().ravel()
+    if accumulate is True:
+        require(at_least(run.target, "gen4") or dst.storage.matmul_open[cells].all(),
+                f"{op}: accumulate=True onto PSUM that no matmul initialised is undefined on "
+                f"{run.target.name}; start the accumulation group with accumulate=False or None")
+        add = np.ones(cells.shape, dtype=bool)
+    elif accumulate is None:
+        add = dst.storage.matmul_open[cells]
+    else:
+        add = np.zeros(cells.shape, dtype=bool)
+    previous = as_matrix(run, dst).ravel()
+    dst.write(np.where(add, previous + product.ravel(), product.ravel()), run.precise)
+    dst.storage.matmul_open[cells] = True
+
+
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
               perf_mode=matmul_perf_mode.none, name=None):
@@ -43,8 +61,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             f"{op}: stationary has {contraction} partitions but moving has {moving.num_partitions}; "
             f"the contraction dimension (partition axis) of both must match")
     m, n = stationary.free_size, moving.free_size
-    require(m <= GEMM_STATIONARY_FMAX,
-            f"{op}: stationary free size is {m}, exceeding gemm_stationary_fmax={GEMM_STATIONARY_FMAX}")
+    require(m <= run.target.pe_array,
+            f"{op}: stationary free size is {m}, exceeding gemm_stationary_fmax={run.target.pe_array}")
     _psum_dst_dtype(op, run, dst)
     moving_limit = (run.target.gemm_moving_fmax_bf16_dst if dst.dtype.name == "bfloat16"
                     else run.target.gemm_moving_fmax_fp32_dst)
@@ -68,22 +86,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                 f"{op}: perf_mode=double_row needs fp8 inputs, got {stationary.dtype} and {moving.dtype}")
 
     if run.numerics:
-        product = as_matrix(run, stationary).T @ as_matrix(run, moving)
-        cells = dst.flat_indices().ravel()
-        if accumulate is True:
-            require(at_least(run.target, "gen4") or dst.storage.matmul_open[cells].all(),
-                    f"{op}: accumulate=True onto PSUM that no matmul initialised is undefined on "
-                    f"{run.target.name}; start the accumulation group with accumulate=False or None")
-            add = np.ones(cells.shape, dtype=bool)
-        elif accumulate is None:
-            # The compiler's rule: the first write of a group overwrites, later ones accumulate.
-            add = dst.storage.matmul_open[cells]
-        else:
-            add = np.zeros(cells.shape, dtype=bool)
-        previous = as_matrix(run, dst).ravel()
-        result = np.where(add, previous + product.ravel(), product.ravel())
-        dst.write(result, run.precise)
-        dst.storage.matmul_open[cells] = True
+        accumulate_product(op, run, dst, as_matrix(run, stationary).T @ as_matrix(run, moving), accumulate)
 
     fp32 = stationary.dtype.name in FP32_INPUTS
     cycles = costs.matmul(n, m, fp32)
@@ -97,12 +100,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
 
 def nc_transpose(dst, data, engine=None, name=None):
-    """Swap the partition and free axes: TensorE (<=128x128, SBUF -> PSUM) or VectorE (<=32x32)."""
+    """Swap the partition and free axes: TensorE (up to the PE array, SBUF -> PSUM) or VectorE (<=32x32)."""
     op = "nc_transpose"
     run = current_run()
     unit = pick_engine(op, engine, {"tensor", "vector"}, "tensor")
     checks.compute_operands(op, unit, {"data": data}, {"dst": dst})
-    limit = 128 if unit == "tensor" else 32
+    limit = run.target.pe_array if unit == "tensor" else VECTOR_TRANSPOSE_MAX
     p, f = data.num_partitions, data.free_size
     require(p <= limit and f <= limit,
             f"{op}: data is [{p}, {f}]; the {unit} engine transposes at most [{limit}, {limit}]")

@@ -15,6 +15,13 @@ from .fused import dropout, rand, random_seed, rms_norm, softmax, where
 from .movement import load, load_transpose2d, matmul, store, transpose
 from .reductions import all, max, mean, min, prod, sum, var
 from .tile_size import tile_size
+from .objects import NKIObject, par_dim
+
+dtypes = _dtypes            # nki.language.dtypes: the data types as a module
+dtype = _dtypes.NkiDtype    # annotations: `dtype: nl.dtype`
+tensor = NkiTensor          # annotations: `x: nl.tensor`
+bool = _dtypes.bool_        # noqa: A001  (nl.bool, nl.bool_: the same type)
+range = sequential_range    # noqa: A001  (nl.range: a loop the compiler keeps in order, like sequential_range)
 
 # Activation functions double as nl math functions (nl.exp(x), nl.copy(x)) and as `op=` values.
 globals().update(_ACTIVATIONS)

@@ -12,6 +12,20 @@ class engine(IntEnum):
     sync = 6
 
 
+# Engine selection arguments (`engine=nisa.vector_engine`): the engine enum's members under their own names.
+tensor_engine = engine.tensor
+vector_engine = engine.vector
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+
+
+class dma_engine(Enum):
+    """Which DMA hardware moves the data of a DMA instruction (sendrecv, dma_copy): the DMA rings, or
+    descriptors the GpSimd engine generates (software DGE)."""
+    dma = 0
+    gpsimd_dma = 1
+
+
 class reduce_cmd(Enum):
     idle = 0
     reset = 1
