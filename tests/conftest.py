@@ -1,5 +1,4 @@
 import os
-import subprocess
 import sys
 import warnings
 
@@ -11,13 +10,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sup
 
 import localneuron  # noqa: F401  (the device, also when autoload is disabled)
 import torch_neuronx
-
-
-def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter (for import-time and environment behaviour)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env,
-                          timeout=timeout)
 
 
 @pytest.fixture

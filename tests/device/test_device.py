@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import run_python
+from fresh_python import run_python
 
 
 def test_autoload_makes_neuron_usable_after_import_torch_alone():

@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_python
+from fresh_python import run_python
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int16,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from fresh_python import run_python
 
 
 def test_exceeding_hbm_raises_out_of_memory_naming_everything_and_process_stays_usable():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from fresh_python import run_python
 
 
 def counters_without_ooms(device: int) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import cli_runner
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.costmodel.hardware import chip
 from localneuron.estimate import architecture, factory, plan, run
 from localneuron.estimate.layout import Layout, LayoutError

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from conftest import run_python
+from fresh_python import run_python
 from localneuron import _C
 from localneuron.adaptive_eager import engine, native, report, stats
 from localneuron.adaptive_eager.fusible_ops import FUSIBLE_OPS

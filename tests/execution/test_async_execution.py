@@ -12,7 +12,7 @@ import torch
 
 from localneuron import _C
 from localneuron.runtime.environment import read
-from tests.conftest import run_python
+from fresh_python import run_python
 
 pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
                                 reason="tests the asynchronous mode: run with NEURON_LAUNCH_BLOCKING=0 (its blocking "

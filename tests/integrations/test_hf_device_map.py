@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import run_python
+from fresh_python import run_python
 from hf_support import require, tiny_llama
 
 require("transformers", "accelerate")

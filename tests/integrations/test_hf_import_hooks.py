@@ -1,6 +1,6 @@
 """The Hugging Face integration loads only when the library it adapts is imported, whichever comes first
 (the library or localneuron), and never by importing localneuron alone."""
-from conftest import run_python
+from fresh_python import run_python
 from hf_support import require
 
 require("accelerate", "safetensors")

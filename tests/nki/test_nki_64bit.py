@@ -9,7 +9,7 @@ import torch
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from conftest import run_python
+from fresh_python import run_python
 
 
 @nki.jit
@@ -58,7 +58,8 @@ def test_each_64bit_type_warns_once_per_process_naming_the_32bit_type():
             "    double(np.ones((2, 2)))\n"
             "    double(np.ones((2, 2), dtype=np.int64))\n"
             "double(torch.ones(2, 2, dtype=torch.float64))\n")
-    tests_on_path = {"PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    tests_on_path = {"PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.path.join(os.path.dirname(__file__), "..", "support"),
+                                                 os.environ.get("PYTHONPATH", "")])}
     r = run_python(code, env=tests_on_path)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("float64 is not an NKI data type: NKI kernels compute it as float32") == 1, r.stderr

@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.ops import op_records
 from localneuron.runtime.environment import read
 

@@ -10,7 +10,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from chrome_trace_check import check
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.profiler import engines
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode
 

@@ -9,7 +9,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from chrome_trace_check import check
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.adaptive_eager import engine
 from localneuron.ops import tracking
 from localneuron.profiler import engines, kineto_bridge

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.runtime import environment
 from localneuron.runtime.config import ConfigurationError, device_config
 
