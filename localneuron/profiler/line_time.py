@@ -61,11 +61,11 @@ def note(seconds: float) -> None:
 
 def install() -> None:
     # a gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)
-    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library, not os.environ.get(SAMPLE_GAP_VAR))
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), not os.environ.get(SAMPLE_GAP_VAR))
 
 
 def uninstall() -> None:
-    _C.set_line_sampler(None, 0, None, False)
+    _C.set_line_sampler(None, 0, False)
 
 
 def mean_gap_ns() -> int:
