@@ -173,11 +173,12 @@ def test_every_failed_queued_op_is_reported_not_just_the_first():
     table, bad = learned_index_select()
     src = torch.zeros(5, device="neuron")
     torch.gather(src, 0, torch.tensor([0, 1], device="neuron"))
+    bad_gather = torch.tensor([0, 9], device="neuron")  # made before: a copy from the host synchronises
     torch.neuron.synchronize()
     torch.neuron._sleep(50_000_000)
     first = inspect.currentframe().f_lineno + 1
     at_ops = [raised_by(lambda: torch.index_select(table, 0, bad)),
-              raised_by(lambda: torch.gather(src, 0, torch.tensor([0, 9], device="neuron")))]
+              raised_by(lambda: torch.gather(src, 0, bad_gather))]
     message = raised_by(torch.neuron.synchronize)
     if BLOCKING:  # each raised at its op
         assert None not in at_ops and message is None
