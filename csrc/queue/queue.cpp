@@ -149,7 +149,10 @@ struct StreamQueue {
     enqueued++;
     head_runs_here = true;
     lock.unlock();
-    run_here(device, *run);
+    {
+      const IssuerStateGuard issuer(run->issuer);  // the run's, which need not be the state of the thread ending it
+      run_here(device, *run);
+    }
     pass(run->seq);
     run.reset();
     lock.lock();
