@@ -116,7 +116,7 @@ class hooks_timed:
         call_sites.record = record
         host_syncs._benchmark_observe = timed_observe
         self.observer = _observer_body("_benchmark_observe")
-        _C.set_line_sampler(sample, line_time.mean_gap_ns(), call_sites.is_library)
+        _C.set_line_sampler(sample, line_time.mean_gap_ns(), line_time.bounded_cost())
 
     def __exit__(self, *exc):
         call_sites.record = self.record

@@ -34,3 +34,15 @@ def to_neuron(*tensors):
 def _back_on_device_zero():
     yield
     torch.neuron.set_device(0)
+
+
+@pytest.fixture(autouse=True)
+def _no_failure_left_untold():
+    """A test must not leave a failed queued op that no thread was told of: the test process would exit with status
+    1 when the session ends (csrc/queue/held_errors.h), far from the test that caused it."""
+    yield
+    from localneuron import _C
+
+    _C.drain_all_queues()
+    untold = _C.take_unreported_failures()
+    assert not untold, "the test left queued failures no synchronisation point reported:\n" + "\n".join(untold)

@@ -1,6 +1,7 @@
 #include "fusion/fusion.h"
 
 #include "executor/signature.h"
+#include "queue/held_errors.h"
 
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
@@ -419,25 +420,19 @@ bool joins_run(const QueuedWork& work) { return runs_may_form() && work.fusible(
 
 bool FusedRun::full() const { return items_.size() >= g_run_limit.load(std::memory_order_relaxed); }
 
-std::string FusedRun::describe() const {
-  const std::string context =
-      " (op " + std::to_string(failed_ + 1) + " of " + std::to_string(items_.size()) + " in an Adaptive Eager run)";
-  if (failed_ >= 0) return items_[failed_]->describe() + context;
-  return "Adaptive Eager run of " + std::to_string(items_.size()) + " ops";
-}
+std::string FusedRun::describe() const { return "Adaptive Eager run of " + std::to_string(items_.size()) + " ops"; }
 
 void FusedRun::run_unfused(size_t begin, size_t end) {
   g_unfused_ops += static_cast<int64_t>(end - begin);
   for (size_t i = begin; i < end; i++) {
     try {
       items_[i]->run();
-    } catch (const std::exception&) {
-      // Later ops still run, as separate queue entries would; the first error is the one reported.
-      if (failed_ < 0) {
-        failed_ = static_cast<std::ptrdiff_t>(i);
-        source = items_[i]->source;
-        first_error_ = std::current_exception();
-      }
+    } catch (const std::exception& e) {
+      // Later ops still run, as separate queue entries would, and each failure is held as theirs would be.
+      const QueuedWork& item = *items_[i];
+      hold_failure(device_, item.describe() + " (op " + std::to_string(i + 1) + " of " + std::to_string(items_.size()) +
+                                " in an Adaptive Eager run)",
+                   item.source, item.thread, e);
     }
   }
 }
@@ -542,7 +537,6 @@ void FusedRun::run() {
     produced.add(*calls[i], i - begin);
   }
   if (begin < calls.size()) run_segment(begin, calls.size());
-  if (first_error_) std::rethrow_exception(first_error_);
 }
 
 void bind_fusion(py::module_& m) {

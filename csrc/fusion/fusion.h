@@ -28,9 +28,11 @@ bool runs_may_form();
 // call's tensor operands (undefined ones allowed).
 bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tensor*> operands);
 
-// The pending run of a stream: its ops run fused, or one by one where fusion does not apply.
+// The pending run of a stream: its ops run fused, or one by one where fusion does not apply. Each op that fails
+// is held as its own failure (queue/held_errors.h), with its own line and thread; the run itself does not raise.
 class FusedRun final : public QueuedWork {
  public:
+  explicit FusedRun(c10::DeviceIndex device) : device_(device) {}
   void add(std::unique_ptr<QueuedWork> work) { items_.push_back(std::move(work)); }
   bool full() const;
   // Called where the run ends, on the thread that ends it (the queue's hand-over): takes the ops' calls
@@ -48,8 +50,7 @@ class FusedRun final : public QueuedWork {
   std::vector<const FusibleCall*> calls_;   // one per item (held by the item), from seal()
   std::vector<size_t> use_counts_;          // of each output storage of calls_, in order, at seal()
   std::vector<size_t> first_use_count_;     // where each call's outputs start in use_counts_
-  std::ptrdiff_t failed_ = -1;  // the item whose error this run reports
-  std::exception_ptr first_error_;
+  c10::DeviceIndex device_;
 };
 
 // A fused executable's generated kernels as a program the worker runs without Python: kernels called

@@ -1,5 +1,7 @@
 #include "profiler/line_sampler.h"
 
+#include "runtime/source_line.h"
+
 #include <frameobject.h>
 
 #include <algorithm>
@@ -17,8 +19,7 @@ thread_local int64_t t_ns_until_line_sample = 0;
 
 namespace {
 
-py::object* g_sampler = nullptr;     // process lifetime, like the executor's callbacks
-py::object* g_is_library = nullptr;
+py::object* g_sampler = nullptr;  // process lifetime, like the executor's callbacks
 std::atomic<int64_t> g_mean_gap_ns{-1};  // -1: off
 std::atomic<bool> g_bounded_cost{false};
 std::atomic<int64_t> g_sample_count{0};
@@ -65,38 +66,17 @@ struct SiteHash {
   }
 };
 
-// Every code object seen, with whether it is library code. The entries keep their code objects alive
-// (one per function that issued device work) so that the table's keys stay valid. Used with the GIL held.
-std::unordered_map<PyCodeObject*, bool> g_library_code;
 std::mutex g_table_mutex;
 std::unordered_map<Site, int64_t, SiteHash> g_table;
 
-bool is_library(PyCodeObject* code) {
-  auto it = g_library_code.find(code);
-  if (it != g_library_code.end()) return it->second;
-  const bool library = (*g_is_library)(py::handle(code->co_filename)).cast<bool>();
-  Py_INCREF(code);
-  g_library_code.emplace(code, library);
-  return library;
-}
-
-// The innermost user frames of this thread; false if it has none. Holds the GIL.
+// The innermost user frames of this thread (runtime/source_line.h); false if it has none. Holds the GIL.
 bool user_site(Site* site) {
-  int found = 0;
-  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
-  while (frame != nullptr && found < kSitesPerSample) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    if (!is_library(code)) {
-      site->code[found] = code;
-      site->at[found] = PyFrame_GetLasti(frame);
-      ++found;
-    }
-    Py_DECREF(code);  // g_library_code holds it
-    PyFrameObject* back = PyFrame_GetBack(frame);
-    Py_DECREF(frame);
-    frame = back;
+  SourceLine frames[kSitesPerSample];
+  const int found = user_frames(frames, kSitesPerSample);
+  for (int i = 0; i < found; ++i) {
+    site->code[i] = static_cast<PyCodeObject*>(frames[i].code);
+    site->at[i] = frames[i].lasti;
   }
-  Py_XDECREF(frame);
   return found > 0;
 }
 
@@ -166,15 +146,10 @@ void take_line_samples(int64_t estimated_ns) {
   }
 }
 
-void set_line_sampler(py::object sampler, int64_t mean_gap_ns, py::object is_library, bool bounded_cost) {
-  if (g_sampler == nullptr) {
-    g_sampler = new py::object();
-    g_is_library = new py::object();
-  }
+void set_line_sampler(py::object sampler, int64_t mean_gap_ns, bool bounded_cost) {
+  if (g_sampler == nullptr) g_sampler = new py::object();
   const bool off = sampler.is_none();
-  if (!off && !PyCallable_Check(is_library.ptr())) throw py::type_error("set_line_sampler: is_library must be callable");
   *g_sampler = std::move(sampler);
-  *g_is_library = std::move(is_library);
   g_mean_gap_ns = off ? -1 : std::max<int64_t>(mean_gap_ns, 0);
   g_bounded_cost = bounded_cost;
   g_sample_count = 0;

@@ -14,8 +14,8 @@
 // credits are unchanged.
 //
 // A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
-// user frames (code object and instruction offset, turned into lines when the table is read; whether a
-// file is library code is asked of Python once per code object); localneuron/profiler/line_time.py
+// user frames (code object and instruction offset, turned into lines when the table is read; which frames are
+// the user's is runtime/source_line.h's one rule); localneuron/profiler/line_time.py
 // formats the table. Only a thread without a user frame (the autograd engine's) calls the Python
 // sampler, which finds the line that called backward().
 #pragma once
@@ -33,10 +33,9 @@ inline void note_device_time(int64_t estimated_ns) {
   if ((t_ns_until_line_sample -= estimated_ns) <= 0) take_line_samples(estimated_ns);
 }
 
-// is_library(filename) -> bool; sampler(credited_ns) is called with the GIL held on a thread whose
-// frames are all library code (or that has none). sampler None switches sampling off. bounded_cost:
-// widen the gap where samples are costly (see above).
-void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns, pybind11::object is_library, bool bounded_cost);
+// sampler(credited_ns) is called with the GIL held on a thread whose frames are all library code (or that has
+// none). sampler None switches sampling off. bounded_cost: widen the gap where samples are costly (see above).
+void set_line_sampler(pybind11::object sampler, int64_t mean_gap_ns, bool bounded_cost);
 
 // The table so far: (code, line, caller code or None, caller line, credited ns) per user line; clear
 // empties it.

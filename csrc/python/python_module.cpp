@@ -9,12 +9,17 @@
 #include "runtime/memory_history.h"
 #include "executor/operand_devices.h"
 #include "runtime/pinned_host.h"
+#include "runtime/source_line.h"
+#include "queue/held_errors.h"
 #include "queue/queue.h"
 #include "profiler/trace_plugin.h"
 #include "runtime/transfer_stats.h"
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 namespace py = pybind11;
 using namespace localneuron;
@@ -29,6 +34,13 @@ static void drain_autograd_device_threads() {
     at::Tensor leaf = at::empty({1}, options).requires_grad_(true);
     torch::autograd::backward({leaf.view({1})}, {at::empty({1}, options)});
   }
+}
+
+// The process ends with failures of queued work that no thread was told of (queue/held_errors.h): once the
+// interpreter has finished (every atexit handler ran, output was flushed), the exit status becomes 1.
+static void exit_with_status_one() {
+  std::fflush(nullptr);
+  std::exit(1);
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -52,11 +64,19 @@ PYBIND11_MODULE(_C, m) {
   m.attr("RUN_IN_PLACE_MAX_BYTES") = kRunInPlaceMaxBytes;
   m.attr("RUN_IN_PLACE_MAX_NS") = kRunInPlaceMaxNs;
   m.def("synchronize", [](int64_t d) { synchronize_device(checked_index(d)); },
-        "Waits for the device's queued work and raises the first error in it");
+        "Waits for the device's queued work and raises its failures this thread was not told of");
   m.def("drain_all_queues", &drain_all_devices);
   m.def("synchronize_all", &synchronize_all_devices);
   m.def("enqueue_busy_period", [](int64_t d, double seconds) { enqueue_busy_period(checked_index(d), seconds); });
   m.def("shutdown_queues", &shutdown_queues);
+  m.def("take_unreported_failures", &take_unreported_failures,
+        "The failures of queued work no thread was told of, as messages (each now counted as reported)");
+  m.def("exit_with_status_one_when_finalized", [] {
+    static const bool registered = Py_AtExit(&exit_with_status_one) == 0;
+    TORCH_CHECK(registered, "could not register the exit status of failed queued work");
+  });
+  m.def("set_library_rule", &set_library_rule, py::arg("is_library"),
+        "is_library(filename) -> bool: the one rule for which frames are library code (runtime/source_line.h)");
 
   m.def("memory_counters", [](int64_t d) {
     const c10::DeviceIndex device = checked_index(d);

@@ -3,10 +3,10 @@
 #include "runtime/allocator.h"
 #include "runtime/device_state.h"
 #include "fusion/fusion.h"
+#include "queue/held_errors.h"
 
 #include <Python.h>
 #include <c10/util/Exception.h>
-#include <pybind11/pybind11.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,10 +16,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
-
-namespace py = pybind11;
 
 namespace localneuron {
 namespace {
@@ -55,28 +52,8 @@ void wait_releasing_gil(std::unique_lock<std::mutex>& lock, std::condition_varia
   }
 }
 
-struct QueuedError {
-  std::string message;  // op, signature and what went wrong
-  SourceLine source;
-};
-
-struct DeviceErrors {
-  std::mutex mu;
-  std::optional<QueuedError> first;
-};
-DeviceErrors g_errors[kMaxDevices];
-
-void hold_error(c10::DeviceIndex device, const std::string& description, const SourceLine& source,
-                const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
-  DeviceErrors& errors = g_errors[device];
-  std::lock_guard<std::mutex> lock(errors.mu);
-  if (!errors.first) errors.first = QueuedError{description + " failed: " + what, source};
-}
-
 void hold_error(c10::DeviceIndex device, const QueuedWork& work, const std::exception& e) {
-  hold_error(device, work.describe(), work.source, e);
+  hold_failure(device, work.describe(), work.source, work.thread, e);
 }
 
 std::atomic<int64_t> g_run_in_place_max_bytes{kRunInPlaceMaxBytes}, g_run_in_place_max_ns{kRunInPlaceMaxNs};
@@ -87,12 +64,19 @@ void run_here(c10::DeviceIndex device, QueuedWork& work) {
     const HostTimer timer(work.executable);
     work.run();
   } catch (const std::exception& e) {
-    if (work.source.code == nullptr) work.source = capture_source_line();  // still the issuing thread
+    if (work.source.code == nullptr) {  // work run in place: this is the thread that issued it
+      work.source = capture_source_line();
+      work.thread = current_thread_id();
+    }
     hold_error(device, work, e);
   }
   if (work.launch.on) record_launch(work.launch);
 }
 
+// One stream's queue and its worker. Keeps the ordering rule of stream_order.h: a position is given out only
+// under `mu`, by the push that appends its work (or adds it to the pending run) before releasing `mu`; room is
+// made, and the pending run handed over, before the position is given out. Items run one at a time in order,
+// on the worker, or on an issuing thread for a sealed run at the head of an empty queue (the worker waits).
 struct StreamQueue {
   c10::DeviceIndex device;
   c10::StreamId stream;
@@ -100,12 +84,14 @@ struct StreamQueue {
   std::condition_variable has_work, progressed;
   std::deque<std::unique_ptr<QueuedWork>> items;
   std::unique_ptr<FusedRun> pending;  // Adaptive Eager: fusible work held back to run fused; guarded by mu
-  uint64_t enqueued = 0, completed = 0;  // items appended and run; guarded by mu
-  uint64_t issued = 0;                   // work pushed (a fused run's ops one by one); guarded by mu
+  // Items appended (a run an issuing thread runs at the head included) and run; guarded by mu.
+  uint64_t enqueued = 0, completed = 0;
+  uint64_t issued = 0;  // the last position given out (a fused run's ops one by one); guarded by mu
+  bool head_runs_here = false;  // an issuing thread runs the head item; the worker waits for it; guarded by mu
   // The smallest `completed` a waiting thread needs; the worker wakes waiters only then, not after every
   // item (each wake-up is a system call and two thread switches). Guarded by mu.
   uint64_t wake_at = kNobodyWaits;
-  std::atomic<uint64_t> passed{0};       // the seq of the last work that has run
+  std::atomic<uint64_t> passed{0};  // the last position whose work has run: every earlier one has run too
   bool worker_waiting = false, stopping = false;
   std::atomic<bool> idle{true};
   std::thread worker;
@@ -116,49 +102,66 @@ struct StreamQueue {
 
   void push(std::unique_ptr<QueuedWork> work) {
     work->issuer = IssuerState::capture();
+    work->thread = current_thread_id();
+    const bool joins = joins_run(*work);
     std::unique_lock<std::mutex> lock(mu);
-    if (pending && !(pending->issuer == work->issuer)) hand_over_pending(lock);  // one state per run
+    // Everything that may release the lock comes first: from the moment the work takes its position until it is
+    // appended (or pending), the lock stays held.
+    for (;;) {
+      if (enqueued - completed >= kMaxQueued) {
+        wait_completed(lock, enqueued - kMaxQueued + 1);
+        continue;
+      }
+      if (pending && (!joins || !(pending->issuer == work->issuer))) {  // one issuer state per run
+        hand_over_pending(lock);
+        continue;
+      }
+      break;
+    }
     work->seq = ++issued;
     note_stream_use(work->held, StreamPosition{this, work->seq});
-    if (joins_run(*work)) {
-      if (!pending) {
-        pending = std::make_unique<FusedRun>();
-        pending->issuer = work->issuer;
-      }
-      pending->seq = work->seq;
-      pending->add(std::move(work));
-      idle.store(false, std::memory_order_relaxed);
-      if (!pending->full()) return;
-      hand_over_pending(lock);
+    if (!joins) {
+      append(std::move(work));
       return;
     }
-    hand_over_pending(lock);
-    append(lock, std::move(work));
+    if (!pending) {
+      pending = std::make_unique<FusedRun>(device);
+      pending->issuer = work->issuer;
+    }
+    pending->seq = work->seq;
+    pending->add(std::move(work));
+    idle.store(false, std::memory_order_relaxed);
+    if (pending->full()) hand_over_pending(lock);
   }
 
-  // Hands the pending run over. With nothing in flight it runs here, on the issuing thread: that thread
-  // holds the GIL the fused executable needs, which a worker would wait for (up to Python's switch
-  // interval) while Python keeps issuing ops. Otherwise the worker runs it after the work ahead of it.
+  // Hands the pending run over. With nothing in flight it runs here, on the issuing thread, as the stream's head
+  // item: that thread holds the GIL the fused executable needs, which a worker would wait for (up to Python's
+  // switch interval) while Python keeps issuing ops. Otherwise the worker runs it after the work ahead of it.
+  // Releases the lock when it runs the run here.
   void hand_over_pending(std::unique_lock<std::mutex>& lock) {
     if (!pending) return;
     pending->seal();
     std::unique_ptr<QueuedWork> run = std::move(pending);
     if (enqueued != completed || t_is_worker) {
-      append(lock, std::move(run));
+      append(std::move(run));
       return;
     }
+    enqueued++;
+    head_runs_here = true;
     lock.unlock();
-    run_here(device, *run);
+    {
+      const IssuerStateGuard issuer(run->issuer);  // the run's, which need not be the state of the thread ending it
+      run_here(device, *run);
+    }
     pass(run->seq);
+    run.reset();
     lock.lock();
-    if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
+    head_runs_here = false;
+    finished_one();
+    if (worker_waiting && !items.empty()) has_work.notify_one();
   }
 
-  void pass(uint64_t seq) {
-    uint64_t seen = passed.load(std::memory_order_relaxed);
-    while (seen < seq && !passed.compare_exchange_weak(seen, seq, std::memory_order_release)) {
-    }
-  }
+  void pass(uint64_t seq) { passed.store(seq, std::memory_order_release); }
 
   // Waits until `target` items have run.
   void wait_completed(std::unique_lock<std::mutex>& lock, uint64_t target) {
@@ -169,12 +172,22 @@ struct StreamQueue {
     });
   }
 
-  void append(std::unique_lock<std::mutex>& lock, std::unique_ptr<QueuedWork> work) {
-    if (enqueued - completed >= kMaxQueued) wait_completed(lock, enqueued - kMaxQueued + 1);
+  // Never waits: room was made before the work took its position. Guarded by mu.
+  void append(std::unique_ptr<QueuedWork> work) {
     items.push_back(std::move(work));
     enqueued++;
     idle.store(false, std::memory_order_relaxed);
-    if (worker_waiting) has_work.notify_one();
+    if (worker_waiting && !head_runs_here) has_work.notify_one();
+  }
+
+  // An item has run: counts it, and wakes whoever waits for it. Guarded by mu.
+  void finished_one() {
+    completed++;
+    if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
+    if (completed >= wake_at) {
+      wake_at = kNobodyWaits;
+      progressed.notify_all();
+    }
   }
 
   // Hands the pending run over: something waits for this stream.
@@ -196,17 +209,19 @@ struct StreamQueue {
     if (worker.joinable()) worker.join();
   }
 
+  // The head item, once no issuing thread runs one; nullptr when stopping with nothing left.
   std::unique_ptr<QueuedWork> next() {
     std::unique_lock<std::mutex> lock(mu);
-    if (items.empty()) {
+    const auto ready = [&] { return items.empty() ? stopping : !head_runs_here; };
+    if (!ready()) {
       // Python usually issues the next op within microseconds: yield for a moment before sleeping.
-      for (int i = 0; i < 64 && items.empty() && !stopping; i++) {
+      for (int i = 0; i < 64 && !ready(); i++) {
         lock.unlock();
         std::this_thread::yield();
         lock.lock();
       }
       worker_waiting = true;
-      has_work.wait(lock, [&] { return !items.empty() || stopping; });
+      has_work.wait(lock, ready);
       worker_waiting = false;
     }
     if (items.empty()) return nullptr;
@@ -223,22 +238,15 @@ struct StreamQueue {
         const HostTimer timer(work->executable);
         work->run();
       } catch (const std::exception& e) {
-        keep_error(*work, e);
+        hold_error(device, *work, e);
       }
       if (work->launch.on) record_launch(work->launch);
       pass(work->seq);  // blocks it used may go to other streams and back to the host from here on
       work.reset();
       std::lock_guard<std::mutex> lock(mu);
-      completed++;
-      if (completed == enqueued && !pending) idle.store(true, std::memory_order_release);
-      if (completed >= wake_at) {
-        wake_at = kNobodyWaits;
-        progressed.notify_all();
-      }
+      finished_one();
     }
   }
-
-  void keep_error(const QueuedWork& work, const std::exception& e) { hold_error(device, work, e); }
 };
 
 // Queues live for the process (workers are joined at exit, the objects never destroyed).
@@ -285,76 +293,7 @@ std::vector<StreamQueue*> queues_of(std::optional<c10::DeviceIndex> device) {
 }
 
 
-void raise_queued_error(c10::DeviceIndex device) {
-  DeviceErrors& errors = g_errors[device];
-  std::optional<QueuedError> error;
-  {
-    std::lock_guard<std::mutex> lock(errors.mu);
-    if (!errors.first) return;
-    error.swap(errors.first);
-  }
-  TORCH_CHECK(false, "neuron:", static_cast<int>(device), ": queued work ", error->message, ";",
-              source_text(error->source),
-              ". Ops are asynchronous, so this surfaces at the next synchronisation point; later work that used "
-              "the results saw unspecified values. The device remains usable. Run with NEURON_LAUNCH_BLOCKING=1 "
-              "to raise at the op itself.");
-}
-
-// Library code is skipped when looking for the line that enqueued work: the user wants their line.
-bool is_library_code(PyCodeObject* code) {
-  thread_local std::unordered_map<PyCodeObject*, bool> known;
-  auto it = known.find(code);
-  if (it != known.end()) return it->second;
-  static const std::vector<std::string> prefixes = [] {
-    std::vector<std::string> out;
-    for (const char* module : {"torch", "localneuron", "torch_neuronx"}) {
-      try {
-        py::object file = py::module_::import(module).attr("__file__");
-        std::string path = file.cast<std::string>();
-        out.push_back(path.substr(0, path.rfind('/') + 1));
-      } catch (const py::error_already_set&) {
-      }
-    }
-    return out;
-  }();
-  const std::string file = py::reinterpret_borrow<py::object>(code->co_filename).cast<std::string>();
-  bool library = false;
-  for (const std::string& p : prefixes) library = library || file.rfind(p, 0) == 0;
-  known.emplace(code, library);
-  // Kept for the process: recorded lines refer to it after its frame is gone (code objects are few).
-  Py_INCREF(code);
-  return library;
-}
-
 }  // namespace
-
-std::string source_text(const SourceLine& source) {
-  if (source.code == nullptr || !Py_IsInitialized()) return "";
-  py::gil_scoped_acquire gil;
-  auto* code = static_cast<PyCodeObject*>(source.code);
-  const int line = PyCode_Addr2Line(code, source.lasti);
-  py::object file = py::reinterpret_borrow<py::object>(code->co_filename);
-  return " enqueued at " + file.cast<std::string>() + ":" + std::to_string(line);
-}
-
-SourceLine capture_source_line() {
-  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return {};
-  const PyGILState_STATE state = PyGILState_Ensure();
-  SourceLine found;
-  PyFrameObject* frame = PyEval_GetFrame();
-  Py_XINCREF(frame);
-  while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    const bool library = is_library_code(code);  // also keeps the code object alive
-    Py_DECREF(code);
-    if (found.code == nullptr || !library) found = {code, PyFrame_GetLasti(frame)};
-    PyFrameObject* back = library ? PyFrame_GetBack(frame) : nullptr;
-    Py_DECREF(frame);
-    frame = back;
-  }
-  PyGILState_Release(state);
-  return found;
-}
 
 bool position_passed(const StreamPosition& position) {
   const auto* q = static_cast<const StreamQueue*>(position.queue);
@@ -401,7 +340,7 @@ bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe
 }
 
 void hold_in_place_error(c10::DeviceIndex device, std::string description, const std::exception& e) {
-  hold_error(device, description, capture_source_line(), e);
+  hold_failure(device, description, capture_source_line(), current_thread_id(), e);
 }
 
 void run_or_enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work, int64_t bytes) {
@@ -431,18 +370,18 @@ void drain_all_devices() {
 void synchronize_device(c10::DeviceIndex device) {
   device = checked_index(device);
   drain_device(device);
-  raise_queued_error(device);
+  raise_held_failures(device);
 }
 
 void synchronize_all_devices() {
   if (t_is_worker) return;
   drain_all_devices();
-  for (c10::DeviceIndex d = 0; d < device_count(); d++) raise_queued_error(d);
+  for (c10::DeviceIndex d = 0; d < device_count(); d++) raise_held_failures(d);
 }
 
 void synchronize_stream(const c10::Stream& stream) {
   if (StreamQueue* q = find_queue(stream.device_index(), stream.id(), false)) q->wait_empty();
-  raise_queued_error(stream.device_index());
+  raise_held_failures(stream.device_index());
 }
 
 bool stream_idle(const c10::Stream& stream) {
@@ -468,6 +407,7 @@ void forget_queues_after_fork() {
   g_queue_index.clear();
   g_queue_generation++;
   g_stopped = true;
+  forget_held_failures_after_fork();
 }
 
 namespace {
@@ -494,6 +434,7 @@ struct QueueEvent {
   std::mutex mu;
   std::condition_variable reached;
   uint64_t recorded = 0, completed = 0;  // guarded by mu
+  c10::DeviceIndex device = -1;          // of the last record; guarded by mu
   double completed_at_ms = 0;
 };
 
@@ -535,6 +476,7 @@ void record_event(const std::shared_ptr<QueueEvent>& event, const c10::Stream& s
   {
     std::lock_guard<std::mutex> lock(event->mu);
     seq = ++event->recorded;
+    event->device = stream.device_index();
   }
   StreamQueue* q = runs_inline() ? nullptr : find_queue(stream.device_index(), stream.id(), false);
   if (q == nullptr || q->idle.load(std::memory_order_acquire)) {
@@ -567,11 +509,14 @@ bool event_completed(const QueueEvent& event) {
 void synchronize_event(const QueueEvent& event) {
   auto& e = const_cast<QueueEvent&>(event);
   uint64_t seq;
+  c10::DeviceIndex device;
   {
     std::lock_guard<std::mutex> lock(e.mu);
     seq = e.recorded;
+    device = e.device;
   }
   wait_for(e, seq);
+  if (device >= 0) raise_held_failures(device);
 }
 
 double event_elapsed_ms(const QueueEvent& start, const QueueEvent& end) {

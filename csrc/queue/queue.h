@@ -1,7 +1,7 @@
 // The device queues: asynchronous execution. Each (NeuronCore, stream) has a FIFO of work drained by
 // its own worker thread; the thread that issues an op enqueues it and continues. An error inside
-// queued work is kept and raised at the device's next synchronisation point, naming the op, its
-// input signature and the Python line that enqueued it.
+// queued work is held and raised at the device's next synchronisation points, naming the op, its
+// input signature and the Python line that enqueued it (held_errors.h: which threads, how often).
 //
 // Memory is stream-ordered, as with a caching allocator on a device: queued work holds no device
 // storage alive (only weak references, see QueuedWork::held). When it is queued, the blocks it uses are
@@ -9,6 +9,7 @@
 // allocator at once, and the allocator hands it to the next allocation on a stream whose later work
 // is ordered after every stamp (the same stream, or a stream whose stamped work has passed). So peak
 // memory is what it would be with ops run when issued, and a block another stream still reads waits.
+// The ordering rule this rests on, with several issuing threads per stream, is runtime/stream_order.h's.
 //
 // Queued is the default, as on TorchNeuron; NEURON_LAUNCH_BLOCKING=1 (set_launch_blocking) runs everything
 // when it is issued, as a debugger wants.
@@ -20,6 +21,8 @@
 #include <c10/util/SmallVector.h>
 
 #include "runtime/alias.h"
+#include "runtime/source_line.h"
+#include "runtime/stream_order.h"
 #include "executor/executable_cache.h"
 #include "queue/issuer_state.h"
 #include "profiler/trace_plugin.h"
@@ -31,16 +34,6 @@
 #include <vector>
 
 namespace localneuron {
-
-// Where the Python code that enqueued a piece of work was (the innermost frame outside torch and
-// localneuron): a code object kept alive for the process and an instruction offset.
-struct SourceLine {
-  void* code = nullptr;
-  int lasti = -1;
-};
-SourceLine capture_source_line();
-// " enqueued at FILE:LINE", or "" when unknown.
-std::string source_text(const SourceLine& source);
 
 // An argument of a fusible call: a tensor the run reads from memory (a device tensor, as queued), or a
 // value the fused code bakes in (a plain value, a Python number's host tensor, None).
@@ -59,14 +52,6 @@ struct FusibleCall {
   c10::SmallVector<const c10::StorageImpl*, 1> output_storages;  // one per output, kept valid by the work's `held`
 };
 
-// A point in a stream's queue: the work queued there as the `seq`-th item of the queue `queue`.
-struct StreamPosition {
-  const void* queue = nullptr;  // nullptr: no queued work
-  uint64_t seq = 0;
-};
-
-using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
-
 struct QueuedWork {
   virtual ~QueuedWork() = default;
   virtual void run() = 0;
@@ -80,23 +65,13 @@ struct QueuedWork {
   // the work's blocks can be stamped when it is queued and fusion can tell dead outputs.
   void hold(const c10::Storage& storage) { held.emplace_back(storage.getWeakStorageImpl()); }
   c10::SmallVector<WeakStorage, 3> held;  // a binary op's two inputs and output without a heap allocation
-  SourceLine source;
+  SourceLine source;    // the user's line that issued it (held_errors.h)
+  uint64_t thread = 0;  // the thread that issued it (current_thread_id()), set when it is queued
   Launch launch;        // recorded for the trace once the work has run
   IssuerState issuer;   // taken when the work is queued; the worker runs it under this state
   uint64_t seq = 0;     // its position in its stream's queue (a fused run: its last op's)
   Executable* executable = nullptr;  // whose host time its runs sample (HostTimer), if it runs one
 };
-
-// Whether a block used at `position` may be handed to an allocation made now by this thread on the
-// current stream of `device`: its work has run, or it is on that stream and this thread issues work
-// ordered after it (not a worker, which runs earlier work of the stream).
-bool reusable_now(const StreamPosition& position, c10::DeviceIndex device);
-// Whether the work at `position` has run.
-bool position_passed(const StreamPosition& position);
-// The position of the last work queued on `stream` (record_stream: the block is in use up to there).
-StreamPosition stream_tail(const c10::Stream& stream);
-// Whether no stream of any device has work queued or held back.
-bool queues_idle();
 
 void set_launch_blocking(bool blocking);
 // True when ops must run when issued: NEURON_LAUNCH_BLOCKING=1, a worker thread, a forked child,
@@ -128,7 +103,7 @@ void hold_in_place_error(c10::DeviceIndex device, std::string description, const
 // Overrides kRunInPlaceMaxBytes and kRunInPlaceMaxNs (-1: back to them); for benchmarks comparing policies.
 void set_run_in_place_limits(int64_t max_bytes, int64_t max_ns);
 
-// Waits until the queues are empty, then raises the first error of queued work, if any.
+// Waits until the queues are empty, then raises the held failures this thread was not told of (held_errors.h).
 void synchronize_device(c10::DeviceIndex device);
 void synchronize_all_devices();
 void synchronize_stream(const c10::Stream& stream);

@@ -179,14 +179,15 @@ void free_block(void* ctx) {
   report_to_profiler(ptr, -static_cast<int64_t>(b->counted), allocated, reserved, b->device);
 }
 
-// The most recently freed block of the size that this thread may use now (stream order), if any.
-BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded, c10::DeviceIndex device) {
+// The most recently freed block of the size that this thread may use now (stream_order.h, rule 3), if any:
+// `in_stream_order` when the caller's uses of it will be ordered on the current stream, not made right now.
+BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded, c10::DeviceIndex device, bool in_stream_order) {
   auto it = m.cached.find(rounded);
   if (it == m.cached.end()) return nullptr;
   std::vector<BlockHeader*>& blocks = it->second;
   for (size_t i = blocks.size(); i-- > 0;) {
     BlockHeader* block = blocks[i];
-    if (!block->uses.reusable_now(device)) continue;
+    if (!(in_stream_order ? block->uses.reusable_now(device) : block->uses.passed())) continue;
     blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
     m.cached_bytes -= static_cast<int64_t>(rounded);
     block->uses.clear();
@@ -198,7 +199,7 @@ BlockHeader* take_cached_locked(DeviceMemory& m, size_t rounded, c10::DeviceInde
 // The host memory is obtained before any counter moves (and before the cache is flushed to make
 // room), so a request that fails for either reason leaves the statistics as they were. Like
 // CUDA's caching allocator, the device lock is held while the backing memory is obtained.
-c10::DataPtr allocate_block(size_t n, c10::Device device) {
+c10::DataPtr allocate_block(size_t n, c10::Device device, bool in_stream_order) {
   const c10::DeviceIndex index = device.index();
   if (n == 0) return c10::DataPtr(nullptr, device);
   check_not_forked_child();
@@ -215,7 +216,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
     // the cache's return to the host, wait for the queues: a request that does not fit as things stand
     // waits for the device's queues once before it flushes the cache or fails.
     for (bool drained = runs_inline();; drained = true) {
-      block = take_cached_locked(m, rounded, index);
+      block = take_cached_locked(m, rounded, index, in_stream_order);
       if (block != nullptr) break;
       const Room room = room_for_locked(m, rounded);
       if (room != Room::Free && !drained) {
@@ -248,7 +249,7 @@ c10::DataPtr allocate_block(size_t n, c10::Device device) {
 
 struct NeuronAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t n) override {
-    return allocate_block(n, c10::Device(kNeuron, current_device()));
+    return allocate_block(n, c10::Device(kNeuron, current_device()), /*in_stream_order=*/true);
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
@@ -281,9 +282,11 @@ struct NeuronAllocator final : c10::DeviceAllocator {
   }
 };
 
+// A host kernel resizing an output alias writes the new bytes right away, outside its stream's order (on a worker,
+// or on an issuing thread running the op now): it may take only blocks whose stamped work has passed.
 struct AliasAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr ptr = allocate_block(n, c10::Device(kNeuron, current_device()));
+    c10::DataPtr ptr = allocate_block(n, c10::Device(kNeuron, current_device()), /*in_stream_order=*/false);
     ptr.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
     return ptr;
   }

@@ -3,7 +3,7 @@
 #pragma once
 #include <c10/core/CachingDeviceAllocator.h>
 
-#include "queue/queue.h"
+#include "runtime/stream_order.h"
 
 #include <atomic>
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace localneuron {
 
-// Where queued work last used a block of device memory, per stream (queue.h: stream-ordered memory).
+// Where queued work last used a block of device memory, per stream (runtime/stream_order.h).
 // Written when work is queued, read when the block is freed and handed out again.
 class StreamUses {
  public:

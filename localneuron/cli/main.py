@@ -94,6 +94,7 @@ def _run(args) -> int:
 
     import localneuron  # noqa: F401  (in case autoload is disabled)
     from localneuron.cli import ranks, report
+    from localneuron.device import shutdown
     from localneuron.runtime.config import ConfigurationError, device_config
 
     if not args.module and not os.path.exists(args.script):
@@ -119,6 +120,8 @@ def _run(args) -> int:
         status = _run_target(args)
     if os.getpid() != pid:
         return status  # a child the script forked: the report is its parent's to print
+    if shutdown.report_unreported_failures("at the end of the run"):
+        status = status or 1
     data = report.collect()
     out = sys.stderr if args.report_to_stderr else sys.stdout
     job = ranks.current_job()

@@ -14,7 +14,7 @@ from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
 from localneuron.ops.whole_ops import route_whole_ops
 from localneuron.profiler import line_time
-from localneuron.runtime import host_heap, host_syncs
+from localneuron.runtime import call_sites, host_heap, host_syncs
 from localneuron.runtime.config import device_config
 from localneuron.runtime.environment import read
 
@@ -49,6 +49,7 @@ def register() -> None:
     torch._register_device_module("neuron", neuron_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_launch_blocking(launch_blocking)
+    _C.set_library_rule(call_sites.is_library)  # which frames are the user's: errors' lines and the report's
     _C.install_executor(**executor_callbacks())
     adaptive_eager.install()
     _C.set_host_sync_observer(host_syncs.observe)

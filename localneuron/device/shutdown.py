@@ -1,4 +1,5 @@
-"""Interpreter exit with autograd device threads still holding a finished backward pass.
+"""Interpreter exit: queued work finishes first, and a failure in it that no thread was told of fails the process;
+autograd device threads let go of their last backward pass.
 
 PyTorch stashes a Python object (the contextvars context) in the thread-local state of every backward
 pass. The autograd thread of a device drops its reference to a finished pass a moment after the
@@ -20,17 +21,26 @@ def drain_autograd_device_threads() -> None:
         _C.drain_autograd_device_threads()
 
 
+def report_unreported_failures(when: str) -> bool:
+    """Waits for the queued work, prints each failure in it that no thread was told of (its op, signature and line;
+    csrc/queue/held_errors.h) and says the process fails for them; whether there was any."""
+    _C.drain_all_queues()
+    failures = _C.take_unreported_failures()
+    for message in failures:
+        print(f"localneuron: {when}, {message}", file=sys.stderr)
+    if failures:
+        print(f"localneuron: exit status 1: {len(failures)} queued op(s) failed and no synchronisation point "
+              "reported the failure (NEURON_LAUNCH_BLOCKING=1 raises at the op itself)", file=sys.stderr)
+    return bool(failures)
+
+
 def finish_queued_work() -> None:
-    """Queued ops complete before the interpreter goes away (their tensors may own Python objects); an
-    error among them that no synchronisation point reported yet is reported here."""
-    error = None
-    try:
-        _C.synchronize_all()
-    except RuntimeError as e:
-        error = e
+    """Queued ops complete before the interpreter goes away (their tensors may own Python objects); a failure among
+    them that no synchronisation point reported is reported here, and the process then exits with status 1."""
+    failed = report_unreported_failures("at exit")
     _C.shutdown_queues()
-    if error is not None:
-        print(f"localneuron: at exit, {error}", file=sys.stderr)
+    if failed:
+        _C.exit_with_status_one_when_finalized()
 
 
 def register() -> None:

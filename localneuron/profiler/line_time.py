@@ -59,13 +59,17 @@ def note(seconds: float) -> None:
     _C.note_device_time(int(seconds * 1e9))
 
 
+def bounded_cost() -> bool:
+    """A gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)."""
+    return not os.environ.get(SAMPLE_GAP_VAR)
+
+
 def install() -> None:
-    # a gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)
-    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library, not os.environ.get(SAMPLE_GAP_VAR))
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), bounded_cost())
 
 
 def uninstall() -> None:
-    _C.set_line_sampler(None, 0, None, False)
+    _C.set_line_sampler(None, 0, False)
 
 
 def mean_gap_ns() -> int:

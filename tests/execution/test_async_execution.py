@@ -6,6 +6,8 @@ NEURON_LAUNCH_BLOCKING=1 runs every op when it is issued.
 torch.neuron._sleep(cycles) queues a busy period on the current stream (as torch.cuda._sleep does on a
 GPU), so these tests can hold a queue without timing anything."""
 import inspect
+import os
+import sysconfig
 
 import pytest
 import torch
@@ -204,6 +206,24 @@ def test_an_error_in_queued_work_names_the_op_signature_and_line_then_the_device
     torch.testing.assert_close(torch.index_select(table, 0, ok).cpu(), table.cpu()[[1, 2, 3]])
 
 
+def test_a_queued_errors_line_is_the_users_not_a_frame_of_an_installed_library():
+    # One rule for library code (localneuron/runtime/call_sites.py): an installed package such as transformers, in
+    # site-packages, is library code for a queued error's line as for the report's time by source line.
+    library_file = os.path.join(sysconfig.get_paths()["purelib"], "modeling_library_under_test", "modeling.py")
+    library = {"torch": torch}
+    exec(compile("def forward(table, index):\n    return torch.index_select(table, 0, index)\n", library_file, "exec"),
+         library)
+    table = torch.randn(10, 4, device="neuron")
+    library["forward"](table, torch.tensor([1, 2, 3], device="neuron"))
+    torch.neuron.synchronize()
+    line = inspect.currentframe().f_lineno + 1
+    out = library["forward"](table, torch.tensor([1, 2, 30], device="neuron"))
+    with pytest.raises(RuntimeError) as raised:
+        out.cpu()
+    assert f"enqueued at {__file__}:{line}" in str(raised.value)
+    assert "modeling_library_under_test" not in str(raised.value)
+
+
 def test_launch_blocking_raises_at_the_op_itself():
     code = """
 import torch, localneuron
@@ -242,7 +262,7 @@ for _ in range(200):
     x = x * 1.0001
 """
     done = run_python(code)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # as the same program in blocking mode ends (the failure is uncaught)
     assert "at exit" in done.stderr and "aten::index_select" in done.stderr
 
 

@@ -19,6 +19,7 @@ import math
 import random
 import re
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -592,6 +593,73 @@ def test_fused_mode_gives_the_cpu_bits(seed):
     assert not found, report(program, "fused", found)
     # not vacuous: the program's forced chain (at least) ran as a fused executable
     assert stats.summary()["fused_launches"] > 0, (stats.summary(), program.describe())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Several issuing threads: each runs its own program, all at once on the same device and its default stream (a
+# program's side stream is its own), so their pushes interleave on one queue and their frees reuse each other's blocks.
+
+THREADED_GROUPS = [tuple(SEEDS[k:k + 4]) for k in range(0, 24, 4)]
+THREADED_PASSES = 3
+
+
+def check_threads(programs, mode_name: str, passes: int) -> list[str]:
+    """What differs from the CPU in any of `passes` runs of the programs at once, one thread each."""
+    expected = [run(program, "cpu") for program in programs]
+    with mode(mode_name):
+        for p in range(passes):
+            got, raised = [None] * len(programs), [None] * len(programs)
+
+            def one(k):
+                try:
+                    got[k] = run(programs[k], "neuron")
+                except BaseException as error:  # noqa: BLE001  (reported with the program that raised it)
+                    raised[k] = error
+
+            threads = [threading.Thread(target=one, args=(k,)) for k in range(len(programs))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for k, program in enumerate(programs):
+                where = f"pass {p + 1} of {passes}, seed {program.seed} (thread {k + 1} of {len(programs)})"
+                if raised[k] is not None:
+                    return [where, f"raised {raised[k]!r}"]
+                found = differences(expected[k], got[k])
+                if found:
+                    return [where] + found
+    return []
+
+
+def report_threads(programs, mode_name: str, found: list[str]) -> str:
+    seed = int(found[0].split("seed ")[1].split(" ")[0])
+    program = next(p for p in programs if p.seed == seed)
+    return (f"mode {mode_name}, seeds {[p.seed for p in programs]} in threads: neuron differs from the CPU "
+            f"({found[0]})\n{program.describe()}\n" + "\n".join(found[1:6]))
+
+
+@pytest.mark.parametrize("seeds", THREADED_GROUPS)
+def test_blocking_mode_gives_the_cpu_bits_with_several_issuing_threads(seeds):
+    programs = [generate(seed) for seed in seeds]
+    found = check_threads(programs, "blocking", THREADED_PASSES)
+    assert not found, report_threads(programs, "blocking", found)
+
+
+@asynchronous_only
+@pytest.mark.parametrize("mode_name", ["queued", "worker"])
+@pytest.mark.parametrize("seeds", THREADED_GROUPS)
+def test_queued_modes_give_the_cpu_bits_with_several_issuing_threads(seeds, mode_name):
+    programs = [generate(seed) for seed in seeds]
+    found = check_threads(programs, mode_name, THREADED_PASSES)
+    assert not found, report_threads(programs, mode_name, found)
+
+
+@asynchronous_only
+@pytest.mark.parametrize("seeds", [tuple(FUSED_SEEDS[:4]), tuple(FUSED_SEEDS[4:])])
+def test_fused_mode_gives_the_cpu_bits_with_several_issuing_threads(seeds):
+    programs = [generate(seed) for seed in seeds]
+    found = check_threads(programs, "fused", FUSED_PASSES)
+    assert not found, report_threads(programs, "fused", found)
 
 
 def shrink(program: Program, mode_name: str, passes: int) -> Program:

@@ -1,0 +1,136 @@
+#include "queue/held_errors.h"
+
+#include "runtime/device_state.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <mutex>
+
+namespace localneuron {
+namespace {
+
+constexpr uint64_t kReportedAtExit = 0;  // a thread id no thread has: "raised" by the exit report
+
+struct Failure {
+  std::string what;  // "aten::mm(Float[4, 8], Float[8, 2]) failed: ..."
+  SourceLine source;
+  uint64_t issuer;
+  std::vector<uint64_t> raised_in;  // the threads it was raised in
+};
+
+struct DeviceFailures {
+  std::mutex mu;
+  std::deque<Failure> held;            // in the order they happened; guarded by mu
+  uint64_t not_kept = 0;               // failures past kMaxHeldFailures; guarded by mu
+  std::atomic<bool> any{false};        // held is not empty: a synchronisation point's only cost otherwise
+};
+// Leaked on purpose: a forked child starts from fresh ones (a parent's thread may have held a lock at the fork).
+DeviceFailures* g_failures = new DeviceFailures[kMaxDevices];
+
+std::atomic<uint64_t> g_next_thread_id{kReportedAtExit + 1};
+
+bool raised_in(const Failure& f, uint64_t thread) {
+  return std::find(f.raised_in.begin(), f.raised_in.end(), thread) != f.raised_in.end();
+}
+
+std::string describe(const Failure& f, uint64_t reader) {
+  return f.what + ";" + source_text(f.source) + (f.issuer != reader ? " in another thread" : "");
+}
+
+const char* const kWhy =
+    "Ops are asynchronous, so this surfaces at the next synchronisation point; later work that used the results saw "
+    "unspecified values. The device remains usable. Run with NEURON_LAUNCH_BLOCKING=1 to raise at the op itself.";
+
+}  // namespace
+
+uint64_t current_thread_id() {
+  thread_local const uint64_t id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+void hold_failure(c10::DeviceIndex device, const std::string& description, const SourceLine& source, uint64_t issuer,
+                  const std::exception& error) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+  Failure failure{description + " failed: " + (c10_error ? c10_error->what_without_backtrace() : error.what()), source,
+                  issuer, {}};
+  DeviceFailures& d = g_failures[device];
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.held.size() >= kMaxHeldFailures) {
+    auto told = std::find_if(d.held.begin(), d.held.end(), [](const Failure& f) { return !f.raised_in.empty(); });
+    if (told == d.held.end()) {
+      d.not_kept++;
+      return;
+    }
+    d.held.erase(told);
+  }
+  d.held.push_back(std::move(failure));
+  d.any.store(true, std::memory_order_release);
+}
+
+void raise_held_failures(c10::DeviceIndex device) {
+  DeviceFailures& d = g_failures[device];
+  if (!d.any.load(std::memory_order_acquire)) return;
+  const uint64_t me = current_thread_id();
+  std::vector<Failure> told;
+  uint64_t not_kept;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (auto it = d.held.begin(); it != d.held.end();) {
+      if (raised_in(*it, me)) {
+        ++it;
+        continue;
+      }
+      told.push_back({it->what, it->source, it->issuer, {}});
+      if (it->issuer == me) {
+        it = d.held.erase(it);  // handled: its issuer is told
+      } else {
+        it->raised_in.push_back(me);
+        ++it;
+      }
+    }
+    d.any.store(!d.held.empty(), std::memory_order_release);
+    not_kept = d.not_kept;
+  }
+  if (told.empty()) return;
+  // Built outside the lock: a source line's text takes the GIL.
+  std::string message = "neuron:" + std::to_string(device) + ": ";
+  if (told.size() == 1) {
+    message += "queued work " + describe(told[0], me) + ". ";
+  } else {
+    message += std::to_string(told.size()) + " queued ops failed, in this order:\n";
+    for (const Failure& f : told) message += "  " + describe(f, me) + "\n";
+  }
+  if (not_kept > 0) {
+    message += std::to_string(not_kept) + " further failed ops were not kept (more than " +
+               std::to_string(kMaxHeldFailures) + " held at once). ";
+  }
+  TORCH_CHECK(false, message, kWhy,
+              " A failure is raised once in each thread that synchronises, until the thread that issued it has "
+              "been told.");
+}
+
+std::vector<std::string> take_unreported_failures() {
+  std::vector<std::pair<c10::DeviceIndex, Failure>> unreported;
+  for (c10::DeviceIndex device = 0; device < kMaxDevices; device++) {
+    DeviceFailures& d = g_failures[device];
+    if (!d.any.load(std::memory_order_acquire)) continue;
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (Failure& f : d.held) {
+      if (!f.raised_in.empty()) continue;
+      unreported.emplace_back(device, Failure{f.what, f.source, f.issuer, {}});
+      f.raised_in.push_back(kReportedAtExit);
+    }
+  }
+  std::vector<std::string> messages;
+  for (const auto& [device, f] : unreported) {
+    messages.push_back("neuron:" + std::to_string(device) + ": queued work " + f.what + ";" + source_text(f.source));
+  }
+  return messages;
+}
+
+void forget_held_failures_after_fork() { g_failures = new DeviceFailures[kMaxDevices]; }
+
+}  // namespace localneuron
