@@ -83,6 +83,8 @@ CELL = "CUDA-only fused RNN cell; aten::lstm / aten::gru pick it for any non-CPU
 ATTENTION = "CUDA-only attention kernel, reached by direct calls"
 SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator"
 OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
+FLOAT32_RANGE = ("float64 computes in float32 (the 64-bit rule), so float64 results overflow where float32's do "
+                 "(past about 88 here; the CPU's float64 reaches 1e308): docs/limitations.md")
 # cost rules shared by many records
 ATTENTION_FORWARD = Attention(passes=1)
 ATTENTION_BACKWARD = Attention(passes=2)  # dQ, dK, dV and the recomputed scores
@@ -352,6 +354,7 @@ OPS = {
     "aten::hardswish": Record(cost=SCALAR_PASS),
     "aten::hardswish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::histc": Record(NATIVE, quirk=HISTC),
+    "aten::i0": Record(why=FLOAT32_RANGE),
     "aten::index": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_add": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::index_add_": Record(NATIVE, index_args_64bit_exempt=True),
@@ -367,7 +370,7 @@ OPS = {
     "aten::isinf": Record(NATIVE),
     "aten::isnan": Record(NATIVE),
     "aten::isneginf": Record(NATIVE),
-    "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel)"),
+    "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel); " + FLOAT32_RANGE),
     "aten::kthvalue": Record(index_args_64bit_exempt=True),
     "aten::le": Record(NATIVE),
     "aten::lerp": Record(NATIVE),
@@ -443,6 +446,7 @@ OPS = {
     "aten::ones": Record(NATIVE, cost=FREE),
     "aten::ones_like": Record(NATIVE, cost=FREE),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
+    "aten::polygamma": Record(why=FLOAT32_RANGE),
     "aten::pow": Record(NATIVE, cost=SCALAR_PASS),
     "aten::pow_": Record(cost=SCALAR_PASS),
     "aten::prod": Record(cost=REDUCTION),
@@ -510,6 +514,7 @@ OPS = {
     "aten::special_chebyshev_polynomial_u": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::special_chebyshev_polynomial_v": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::special_chebyshev_polynomial_w": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_i1": Record(why=FLOAT32_RANGE),
     "aten::special_laguerre_polynomial_l": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::special_legendre_polynomial_p": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::special_shifted_chebyshev_polynomial_t": Record(quirk=ORTHOGONAL_POLYNOMIAL),
