@@ -118,10 +118,22 @@ void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Executable& exe) {
   HostArguments host;
   c10::DeviceIndex& device = host.device;
+  // Arguments that share a device tensor share its alias, and views of one device storage share one host
+  // storage: a host kernel sees the aliasing the CPU would (an out= that is also an input, resized or
+  // written while it is read, as im2col's and col2im's kernels do).
   auto to_alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined() || !t.is_privateuseone()) return t;
     if (device < 0) device = t.device().index();
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    const AliasedInput* same_storage = nullptr;
+    for (const AliasedInput& in : host.inputs) {
+      if (in.device_tensor.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return in.alias;
+      if (same_storage == nullptr && in.device_tensor.storage().unsafeGetStorageImpl() == storage) same_storage = &in;
+    }
     at::Tensor a = cpu_alias(t);
+    if (same_storage != nullptr && !t._is_zerotensor() && !same_storage->device_tensor._is_zerotensor()) {
+      a.unsafeGetTensorImpl()->set_storage_keep_dtype(same_storage->alias.storage());
+    }
     host.inputs.push_back({t, a});
     return a;
   };

@@ -66,13 +66,25 @@ void store_spec(uint64_t layout, std::unique_ptr<OutputSpec> spec) {
   g_specs.emplace(layout, std::move(spec));  // specs are never replaced: pointers to them stay valid
 }
 
+// Whether `t` has exactly the strides of a new contiguous tensor. is_contiguous() ignores the strides of size-1
+// dimensions, but the CPU's kernels do not: a (2, 3, 1, 1) input laid out channels-last, which is also
+// "contiguous", gives channels-last results.
+bool default_strides(const at::Tensor& t) {
+  int64_t expected = 1;
+  for (int64_t d = t.dim() - 1; d >= 0; d--) {
+    if (t.stride(d) != expected) return false;
+    expected *= std::max<int64_t>(t.size(d), 1);
+  }
+  return true;
+}
+
 uint64_t mix_strides(uint64_t h, const at::Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return h;
+  if (!t.defined() || default_strides(t)) return h;
   for (int64_t s : t.strides()) h = mix(h, static_cast<uint64_t>(s) + 0x51);
   return h;
 }
 
-// Output layouts follow the signature and, for non-contiguous inputs, their strides.
+// Output layouts follow the signature and, for inputs not laid out as new contiguous tensors, their strides.
 uint64_t layout_of(uint64_t key, const c10::IValue* begin, const c10::IValue* end) {
   uint64_t h = mix(key, 0x1a7e);
   for (const c10::IValue* v = begin; v != end; ++v) {

@@ -9,6 +9,7 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch import config as functorch_config
 from torch._guards import CompileContext
 from torch._inductor.decomposition import select_decomp_table
 
@@ -69,7 +70,10 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
     _graph_count += 1
     gm, example_inputs, wrap = placement.on_device(gm, example_inputs, settings)
     try:
-        with progress.frame(frame, graph.name, recompiles, reason):
+        # No donated buffers: AOTAutograd saves an extern kernel's output twice (as itself and detached, e.g. fused
+        # attention's output for its own backward and for the op after it) and lets Inductor reuse one of them in
+        # place in the backward, overwriting what the other still holds (sdpa(...).cos() got wrong gradients).
+        with progress.frame(frame, graph.name, recompiles, reason), functorch_config.patch(donated_buffer=False):
             compiled = aot_autograd(
                 fw_compiler=compiler_for(graph, "forward"), bw_compiler=compiler_for(graph, "backward"),
                 inference_compiler=compiler_for(graph, "inference"), decompositions=select_decomp_table(),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 from torch._inductor import config as inductor_config
+from torch._inductor.utils import get_donated_idxs
 
 import localneuron
 from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch, pending_collectives
@@ -86,7 +87,13 @@ def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> 
               for t in host_inputs]
     return key_of(FORMAT_VERSION, torch.__version__, localneuron.__version__, selected_target().name, host_isa(),
                   _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm),
-                  _rounding_marks(gm))
+                  _rounding_marks(gm), _donated_inputs())
+
+
+def _donated_inputs():
+    """The backward inputs Inductor may overwrite in place (AOTAutograd's donated buffers: none under backend.py, but
+    entries stored by a build that donated them hold other code for the same graph)."""
+    return get_donated_idxs()
 
 
 def _rounding_marks(gm) -> list:

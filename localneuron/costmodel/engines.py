@@ -123,12 +123,13 @@ def _gemms(layout: str, inputs: list) -> list[tuple]:
 
 
 def _attention_gemms(passes: int, inputs: list) -> tuple[list, int, int]:
-    """GEMMs of fused attention (scores and weighted values per batch and head), and its score rows."""
-    q, k = inputs[0], inputs[1]
+    """GEMMs of fused attention per batch and query head (the scores over the query/key head size, the weighted
+    values over the value head size), and its score rows. The backward's inputs start with the output's gradient."""
+    q, k, v = inputs[passes - 1:passes + 2]
     batch_heads = math.prod(q.shape[:-2])
-    s, t, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    s, t, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     fp32 = q.dtype in FP32_MATMUL
-    gemms = [(batch_heads, s, d, t, fp32), (batch_heads, s, t, d, fp32)] * (2 * passes - 1)
+    gemms = [(batch_heads, s, d, t, fp32), (batch_heads, s, t, dv, fp32)] * (2 * passes - 1)
     return gemms, batch_heads * s, t
 
 
@@ -147,7 +148,7 @@ def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
     gemms = []
     if isinstance(rule, Matmul):
         gemms = _gemms(rule.layout, inputs)
-    elif isinstance(rule, Attention) and len(inputs) >= 3:
+    elif isinstance(rule, Attention) and len(inputs) >= rule.passes + 2:
         gemms, rows, row_length = _attention_gemms(rule.passes, inputs)
         cycles["vector"] += 2 * rule.passes * tiles.row_cycles(rows, row_length)
         cycles["scalar"] += rule.passes * tiles.row_cycles(rows, row_length)

@@ -142,6 +142,27 @@ def _logit_backward(op, grad_output, x, eps=None, *, grad_input=None):
     return grad_input.resize_(result.shape).copy_(result)
 
 
+def _every_call(args, kwargs) -> bool:
+    return True
+
+
+def _orthogonal_polynomial(op, x, n, *, out=None):
+    # The CPU kernels' recurrences (ATen/native/Math.h) stop once the running term is NaN, before their first
+    # step assigns the result: at x = NaN with n >= 2 they return an uninitialized register (different values
+    # from call to call). The device returns NaN there, the value of a polynomial at NaN. float64 is computed
+    # in float32 as every other float64 op (the 64-bit policy), then widened.
+    result = op.overloadpacket(x, n)
+    if result.dtype == torch.float64:
+        narrowed = [v.float() if isinstance(v, torch.Tensor) and v.dtype == torch.float64 else v for v in (x, n)]
+        result = op.overloadpacket(*narrowed).double()
+    steps = torch.as_tensor(n)
+    uninitialized = torch.as_tensor(x).isnan() & (steps >= 2) & (steps < 2.0 ** 63)  # the kernel's int64 n
+    result = result.masked_fill(uninitialized, float("nan"))
+    if out is None:
+        return result
+    return out.resize_(result.shape).copy_(result)
+
+
 HISTC = HostKernelFix("histogram_cpu refuses integer inputs and counts in the input's low precision (saturates)",
                       _histc_needs_fix, _histc)
 FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat16 parameters",
@@ -155,3 +176,6 @@ GRID_SAMPLER = HostKernelFix("CPU grid_sampler computes coordinates and weights 
 LOGIT_BACKWARD = HostKernelFix("the CPU kernel's vectorized and scalar loops disagree at x=-0.0 and at NaN with eps, so "
                                "its result depends on the layout; the device computes CUDA's formula everywhere",
                                _not_float64, _logit_backward)
+ORTHOGONAL_POLYNOMIAL = HostKernelFix("the CPU kernels' recurrences return an uninitialized value at x=NaN for n>=2 "
+                                      "(their loop stops before its first step); the device returns NaN",
+                                      _every_call, _orthogonal_polynomial)

@@ -37,7 +37,8 @@ from localneuron.ops.decompositions import (
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
-    BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD, HostKernelFix,
+    BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD, ORTHOGONAL_POLYNOMIAL,
+    HostKernelFix,
 )
 
 NATIVE = "native"
@@ -82,6 +83,8 @@ CELL = "CUDA-only fused RNN cell; aten::lstm / aten::gru pick it for any non-CPU
 ATTENTION = "CUDA-only attention kernel, reached by direct calls"
 SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator"
 OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
+FLOAT32_RANGE = ("float64 computes in float32 (the 64-bit rule), so float64 results overflow where float32's do "
+                 "(past about 88 here; the CPU's float64 reaches 1e308): docs/limitations.md")
 # cost rules shared by many records
 ATTENTION_FORWARD = Attention(passes=1)
 ATTENTION_BACKWARD = Attention(passes=2)  # dQ, dK, dV and the recomputed scores
@@ -91,11 +94,14 @@ RANDOM_BITS = Elementwise(gpsimd=1)  # random numbers are drawn on GpSimd
 RANDOM_NORMAL = Elementwise(gpsimd=2)  # two uniform draws per normal sample
 MEMSET = Elementwise(vector=0.5)  # memset into 16-bit types runs at N/2
 DROPOUT = Elementwise(gpsimd=1, vector=2)  # random bits on GpSimd, then mask and scale
+RAW_BYTES = ("its composite kernel reads and writes the tensors' bytes directly, which on the device would bypass the "
+             "queue (racing the work that makes its inputs): run as one device op")
 SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
 
 OPS = {
     "aten::_batch_norm_no_update": Record(run=WHOLE_INCLUDING_OUT, why="its CompositeExplicitAutograd kernel calls batch_norm_cpu directly, which refuses device tensors"),
     "aten::_convolution": Record(run=WHOLE, why="would end in convolution_overrideable, a hook every device must implement", cost=Matmul("convolution")),
+    "aten::_convolution.deprecated": Record(why="TorchScript's legacy overload: its composite kernel calls _convolution (run whole), and keeps autograd"),
     "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY),
     "aten::_efficient_attention_backward": Record(run=decompose(efficient_attention_backward), why=ATTENTION),
     "aten::_efficient_attention_forward": Record(run=decompose(efficient_attention_forward), why=ATTENTION),
@@ -200,6 +206,8 @@ OPS = {
     "aten::_fused_rms_norm": Record(NATIVE, cost=Rows(vector=2, scalar=1)),
     "aten::_fused_rms_norm_backward": Record(NATIVE, cost=Rows(vector=5)),
     "aten::_fused_sgd_": Record(quirk=FUSED_SGD),
+    "aten::_grid_sampler_2d_cpu_fallback": Record(run=WHOLE_INCLUDING_OUT, why=RAW_BYTES),
+    "aten::_grid_sampler_2d_cpu_fallback_backward": Record(run=WHOLE, why=RAW_BYTES),
     "aten::_grouped_mm": Record(NATIVE),
     "aten::_has_compatible_shallow_copy_type": Record(NATIVE),
     "aten::_index_put_impl_": Record(NATIVE, index_args_64bit_exempt=True),
@@ -216,6 +224,7 @@ OPS = {
     "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
     "aten::_nested_tensor_from_tensor_list": Record(unsupported=NESTED),
     "aten::_reshape_alias": Record(NATIVE),
+    "aten::_saturate_weight_to_fp16": Record(run=WHOLE, why=RAW_BYTES),
     "aten::_scaled_dot_product_efficient_attention": Record(cost=ATTENTION_FORWARD),
     "aten::_scaled_dot_product_efficient_attention_backward": Record(cost=ATTENTION_BACKWARD),
     "aten::_scaled_dot_product_flash_attention": Record(cost=ATTENTION_FORWARD),
@@ -345,6 +354,7 @@ OPS = {
     "aten::hardswish": Record(cost=SCALAR_PASS),
     "aten::hardswish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::histc": Record(NATIVE, quirk=HISTC),
+    "aten::i0": Record(why=FLOAT32_RANGE),
     "aten::index": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_add": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::index_add_": Record(NATIVE, index_args_64bit_exempt=True),
@@ -360,7 +370,7 @@ OPS = {
     "aten::isinf": Record(NATIVE),
     "aten::isnan": Record(NATIVE),
     "aten::isneginf": Record(NATIVE),
-    "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel)"),
+    "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel); " + FLOAT32_RANGE),
     "aten::kthvalue": Record(index_args_64bit_exempt=True),
     "aten::le": Record(NATIVE),
     "aten::lerp": Record(NATIVE),
@@ -436,6 +446,7 @@ OPS = {
     "aten::ones": Record(NATIVE, cost=FREE),
     "aten::ones_like": Record(NATIVE, cost=FREE),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
+    "aten::polygamma": Record(why=FLOAT32_RANGE),
     "aten::pow": Record(NATIVE, cost=SCALAR_PASS),
     "aten::pow_": Record(cost=SCALAR_PASS),
     "aten::prod": Record(cost=REDUCTION),
@@ -500,6 +511,16 @@ OPS = {
     "aten::sparse_compressed_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
     "aten::sparse_csc_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
     "aten::sparse_csr_tensor": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
+    "aten::special_chebyshev_polynomial_u": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_chebyshev_polynomial_v": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_chebyshev_polynomial_w": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_i1": Record(why=FLOAT32_RANGE),
+    "aten::special_laguerre_polynomial_l": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_legendre_polynomial_p": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_shifted_chebyshev_polynomial_t": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_shifted_chebyshev_polynomial_u": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_shifted_chebyshev_polynomial_v": Record(quirk=ORTHOGONAL_POLYNOMIAL),
+    "aten::special_shifted_chebyshev_polynomial_w": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::sqrt": Record(NATIVE, cost=SCALAR_PASS),
     "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY, cost=SCALAR_PASS),
     "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),

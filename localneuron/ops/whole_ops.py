@@ -2,10 +2,12 @@
 
 Two kinds: every structured op (PyTorch would allocate its output on the device and then run the
 out= variant; running it whole is one executable instead of two dispatches, and avoids out=
-resizes), and the CompositeExplicitAutograd ops whose records (op_records.py) say run=WHOLE, because
-TorchNeuron implements them as single ops, or WHOLE_INCLUDING_OUT, because their composite code
-checks the device type. Factory and copy ops are otherwise left to their decompositions: their
-results may belong to the host.
+resizes), and the composite ops whose records (op_records.py) say run=WHOLE, because TorchNeuron
+implements them as single ops or their composite code touches the tensors' bytes, or
+WHOLE_INCLUDING_OUT, because their composite code checks the device type. Factory and copy ops are
+otherwise left to their decompositions: their results may belong to the host. A
+CompositeImplicitAutograd op run whole keeps no autograd of its own: only records of ops without a
+gradient say so.
 """
 import torch
 
@@ -30,7 +32,8 @@ def route_whole_ops() -> None:
 
 def _decomposes_on_device(qualified: str) -> bool:
     try:
-        return (torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeExplicitAutograd")
-                and not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"))
+        composite = any(torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)
+                        for key in ("CompositeExplicitAutograd", "CompositeImplicitAutograd"))
+        return composite and not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1")
     except RuntimeError:  # TorchScript-only overloads (add.t, ...) are not dispatcher ops
         return False

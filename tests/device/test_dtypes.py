@@ -44,6 +44,50 @@ def test_float64_keeps_its_dtype_but_computes_like_float32():
     assert x.dtype == torch.float64 and x.item() == 1.0
 
 
+# float64 special functions where float32's range shows (docs/limitations.md): (name, call on a tensor or a dtype).
+FLOAT64_RANGE_CASES = {
+    "i0 past 88": lambda d, dtype: torch.i0(torch.tensor([0.5, 100.0, -100.0, 1e30], dtype=dtype, device=d)),
+    "special.i1 past 88": lambda d, dtype: torch.special.i1(torch.tensor([2.0, 100.0, -1e30], dtype=dtype, device=d)),
+    "polygamma near a pole": lambda d, dtype: torch.polygamma(
+        2, torch.tensor([1e-30, -100.000001, 1.5, 1e30], dtype=dtype, device=d)),
+    "kaiser_window, large beta": lambda d, dtype: torch.kaiser_window(5, True, 100.0, dtype=dtype, device=d),
+    "kaiser_window, beta 1000, out=": lambda d, dtype: torch.ops.aten.kaiser_window.beta_out(
+        7, True, 1000.0, out=torch.empty(0, dtype=dtype, device=d)),
+    "shifted Chebyshev T, large x": lambda d, dtype: torch.special.shifted_chebyshev_polynomial_t(
+        torch.tensor([1e10, -1e10, 0.3], dtype=dtype, device=d), 7),
+    "Laguerre L, out=": lambda d, dtype: torch.special.laguerre_polynomial_l(
+        torch.tensor([1e30, -50.0, 0.3], dtype=dtype, device=d), torch.tensor([9.0, 30.0, 2.0], dtype=dtype, device=d),
+        out=torch.empty(0, dtype=dtype, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", FLOAT64_RANGE_CASES)
+def test_float64_special_functions_have_float32_range(quiet, case):
+    call = FLOAT64_RANGE_CASES[case]
+    got = call("neuron", torch.float64)
+    assert got.dtype == torch.float64
+    as_float32 = call("cpu", torch.float32).double()
+    torch.testing.assert_close(got.cpu(), as_float32, rtol=0, atol=0, equal_nan=True)
+    # the documented divergence: the CPU's float64 keeps values float32 cannot hold
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(got.cpu(), call("cpu", torch.float64), rtol=1e-5, atol=0, equal_nan=True)
+
+
+def test_float64_gradcheck_fails_as_float32_finite_differences_do(quiet):
+    # gradcheck's finite differences (eps 1e-6) need float64 precision: vander's backward is right on the device
+    # (as float32's), but its float64 gradcheck fails there, as it fails on the CPU in float32.
+    x = torch.tensor([0.5, -1.25, 2.0], dtype=torch.float64)
+    vander = lambda t: torch.linalg.vander(t, N=4)  # noqa: E731
+    assert torch.autograd.gradcheck(vander, (x.clone().requires_grad_(),))
+    assert not torch.autograd.gradcheck(vander, (x.to("neuron").requires_grad_(),), raise_exception=False)
+    assert not torch.autograd.gradcheck(vander, (x.float().requires_grad_(),), raise_exception=False, atol=1e-5)
+    xs = x.to("neuron").requires_grad_()
+    vander(xs).sum().backward()
+    xf = x.float().requires_grad_()
+    vander(xf).sum().backward()
+    torch.testing.assert_close(xs.grad.cpu(), xf.grad.double(), rtol=0, atol=0)
+
+
 def test_int64_wraps_around_like_int32():
     big = torch.tensor([2**31 - 1, 5], dtype=torch.int64)
     with warnings.catch_warnings(record=True):

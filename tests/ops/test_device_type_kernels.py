@@ -1,8 +1,10 @@
-"""CompositeExplicitAutograd ops without a device kernel run their composite code on device tensors.
+"""Composite ops without a device kernel run their composite code on device tensors.
 Those whose code looks up a per-device DispatchStub, checks the device type or calls a CPU kernel
 directly (kaiser_window, mode's out= variant, _batch_norm_no_update: run=WHOLE_INCLUDING_OUT in
-op_records.py) run whole on host aliases; the rest must keep working through their composite code.
-Each call is compared with the CPU."""
+op_records.py), or reads and writes the tensors' bytes through raw pointers (_saturate_weight_to_fp16,
+_grid_sampler_2d_cpu_fallback: run=WHOLE, else they would race the queued work that makes their inputs)
+run whole on host aliases; the rest must keep working through their composite code. Each call is compared
+with the CPU."""
 import pytest
 import torch
 
@@ -72,3 +74,43 @@ def test_runs_on_neuron_like_on_cpu(name):
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "neuron" and g.dtype == w.dtype
         torch.testing.assert_close(g.cpu(), w, atol=0, rtol=0)
+
+
+def _grid(device):
+    g = torch.rand(1, 3, 3, 2, generator=torch.Generator().manual_seed(1)) * 2.4 - 1.2
+    g[0, 0] = torch.tensor([[float("nan"), 0.1], [float("inf"), 0.2], [-float("inf"), -1e30]])
+    return g.to(device)
+
+
+def _pending(make, device):
+    """`make(device)`, issued behind queued work: on `neuron` its inputs are made by queued ops that have not run
+    when the op under test is issued (a kernel reading raw bytes would see them unwritten)."""
+    if device == "neuron":
+        busy = torch.randn(256, 256, device=device)
+        for _ in range(8):
+            busy = busy @ busy.tanh()
+    return make(device)
+
+
+RAW_BYTE_CALLS = {
+    "_saturate_weight_to_fp16": lambda d: torch.ops.aten._saturate_weight_to_fp16(
+        X.to(d) * torch.tensor([1e5, 1.0, -1e5, 7e4, float("inf")], device=d)),
+    "_grid_sampler_2d_cpu_fallback": lambda d: torch.ops.aten._grid_sampler_2d_cpu_fallback(
+        X.to(d).reshape(1, 1, 4, 5) * 2, _grid(d), 0, 0, False),
+    "_grid_sampler_2d_cpu_fallback.out": lambda d: torch.ops.aten._grid_sampler_2d_cpu_fallback.out(
+        X.to(d).reshape(1, 1, 4, 5) * 2, _grid(d), 1, 1, True, out=torch.empty(0, device=d)),
+    "_grid_sampler_2d_cpu_fallback_backward": lambda d: torch.ops.aten._grid_sampler_2d_cpu_fallback_backward(
+        torch.ones(1, 1, 3, 3, device=d) * 3, X.to(d).reshape(1, 1, 4, 5) * 2, _grid(d), 0, 0, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAW_BYTE_CALLS))
+def test_raw_byte_composites_see_their_inputs_as_queued_work_leaves_them(quiet, name):
+    for _ in range(4):  # the first call of a signature runs at once; later calls are queued
+        want = RAW_BYTE_CALLS[name]("cpu")
+        got = _pending(RAW_BYTE_CALLS[name], "neuron")
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want, strict=True):
+            assert g.device.type == "neuron" and g.dtype == w.dtype and g.stride() == w.stride()
+            torch.testing.assert_close(g.cpu(), w, atol=0, rtol=0, equal_nan=True)

@@ -44,6 +44,72 @@ def test_out_arguments_including_resize():
     same(indices, a.max(dim=1).indices)
 
 
+def _im2col_out(x, out):
+    return torch.ops.aten.im2col.out(x, [2, 2], [1, 1], [0, 0], [1, 1], out=out)
+
+
+def _col2im_out(x, out):
+    return torch.ops.aten.col2im.out(x, [4, 4], [2, 2], [1, 1], [0, 0], [1, 1], out=out)
+
+
+# (name, call, input maker, out maker from the input): the out= argument is the input itself (im2col resizes it
+# before reading it, so the CPU reads what it already wrote), or a view of the input's storage that overlaps it
+# (which element-wise kernels refuse on the CPU: the device must refuse it too, not compute it).
+ALIASED_OUT_CALLS = [
+    ("im2col, out is the input", _im2col_out, lambda: torch.arange(72.0).reshape(1, 8, 9), lambda x: x),
+    ("col2im, out is the input", _col2im_out, lambda: torch.arange(72.0).reshape(1, 8, 9), lambda x: x),
+    ("im2col, out overlaps the input", lambda x, out: _im2col_out(x[:, :72].view(1, 8, 9), out),
+     lambda: torch.arange(400.0).reshape(1, 400), lambda x: x[0, 8:232].view(4, 56)),
+    ("add, out is a shifted view of the input", lambda x, out: torch.add(x[:-1], 1, out=out),
+     lambda: torch.arange(9.0), lambda x: x[1:]),
+    ("cumsum, out is the input", lambda x, out: torch.cumsum(x, 0, out=out), lambda: torch.arange(9.0), lambda x: x),
+]
+
+
+@pytest.mark.parametrize("name, call, make, out_of", ALIASED_OUT_CALLS, ids=[c[0] for c in ALIASED_OUT_CALLS])
+def test_out_argument_aliasing_an_input_reads_and_writes_as_on_cpu(name, call, make, out_of):
+    for _ in range(3):  # first call (learns the signature) and queued calls
+        cpu = make()
+        try:
+            cpu_result = call(cpu, out_of(cpu))
+        except RuntimeError as error:
+            assert "refer to a single memory location" in str(error)
+            dev = make().to("neuron")
+            with pytest.raises(RuntimeError, match="refer to a single memory location"):
+                call(dev, out_of(dev))
+            continue
+        dev = make().to("neuron")
+        dev_result = call(dev, out_of(dev))
+        assert dev_result.shape == cpu_result.shape and dev_result.stride() == cpu_result.stride()
+        same(dev_result, cpu_result)
+        assert dev.shape == cpu.shape
+        same(dev, cpu)
+
+
+# Inputs whose size-1 dimensions make two layouts "contiguous" at once: the CPU's results follow their exact strides.
+SIZE_ONE_SHAPES = [(2, 3, 1, 1), (2, 1, 4, 5), (1, 3, 4, 5), (2, 3, 1, 5)]
+LAYOUT_OPS = {
+    "add": lambda x: x + 1, "clone": lambda x: x.clone(), "where": lambda x: torch.where(x > 0, x, 0.0),
+    "conv2d": lambda x: torch.nn.functional.conv2d(x, torch.ones(4, x.shape[1], 1, 1, device=x.device)),
+    "max_pool2d": lambda x: torch.nn.functional.max_pool2d(x, 1), "cat": lambda x: torch.cat([x, x], 1),
+    "transposed add": lambda x: x.transpose(1, 2) + 1, "sigmoid": torch.sigmoid,
+}
+
+
+@pytest.mark.parametrize("op", LAYOUT_OPS)
+@pytest.mark.parametrize("shape", SIZE_ONE_SHAPES)
+def test_result_strides_follow_the_inputs_exact_layout_in_any_call_order(op, shape):
+    f = LAYOUT_OPS[op]
+    formats = [torch.channels_last, torch.contiguous_format] * 2 + [torch.contiguous_format, torch.channels_last]
+    for memory_format in formats:  # a layout learned from one input must not be reused for the other
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(memory_format=memory_format)
+        want, got = f(x), f(x.to("neuron"))
+        assert got.stride() == want.stride(), (memory_format, got.stride(), want.stride())
+        assert got.is_contiguous(memory_format=torch.channels_last) == want.is_contiguous(
+            memory_format=torch.channels_last)
+        same(got, want)
+
+
 def test_non_contiguous_and_empty_tensors():
     c = torch.randn(5, 6).t()  # dense but transposed: .to() keeps its strides
     n = c.neuron()

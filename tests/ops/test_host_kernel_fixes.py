@@ -246,3 +246,61 @@ def test_grid_sampler_float32_matches_cpu_exactly(dims):
     want = _grid_sample("cpu", torch.float32, dims, "bilinear", "zeros", True)
     for g, w in zip(got, want):
         assert torch.equal(g, w)
+
+
+# The orthogonal-polynomial families whose CPU recurrences return an uninitialized value at x = NaN, n >= 2.
+POLYNOMIALS = ["chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w", "laguerre_polynomial_l",
+               "legendre_polynomial_p", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"]
+POLYNOMIAL_X = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.25, 0.5, 1.0, -1.0, 2.0, -3.0, 1e10, 0.75]
+POLYNOMIAL_N = [0.0, 1.0, 2.0, 2.5, 3.0, 6.0, 7.0, 30.0, -1.0, float("nan"), float("inf")]
+
+
+def _polynomial_calls(family, dtype):
+    """(overload, call) pairs: every overload of the family, out= ones with empty and with strided outputs."""
+    op = getattr(torch.ops.aten, f"special_{family}")
+    xs = torch.tensor(POLYNOMIAL_X, dtype=dtype)[:, None].expand(-1, len(POLYNOMIAL_N))
+    ns = torch.tensor(POLYNOMIAL_N, dtype=dtype)[None, :].expand(len(POLYNOMIAL_X), -1)
+
+    def strided(d):
+        return torch.empty(len(POLYNOMIAL_N), 2 * len(POLYNOMIAL_X), dtype=dtype, device=d)[:, ::2].t()
+
+    return [
+        ("default", lambda d: op.default(xs.to(d), ns.to(d))),
+        ("out", lambda d: op.out(xs.to(d), ns.to(d), out=torch.empty(0, dtype=dtype, device=d))),
+        ("out, strided", lambda d: op.out(xs.to(d), ns.to(d), out=strided(d))),
+        ("n_scalar", lambda d: op.n_scalar(xs[:, 0].to(d), 3)),
+        ("n_scalar_out", lambda d: op.n_scalar_out(xs[:, 0].to(d), 7, out=torch.empty(0, dtype=dtype, device=d))),
+        ("x_scalar", lambda d: op.x_scalar(float("nan"), ns[0].to(d))),
+        ("x_scalar_out", lambda d: op.x_scalar_out(0.25, ns[0].to(d), out=torch.empty(0, dtype=dtype, device=d))),
+    ]
+
+
+def _undefined_on_cpu(overload):
+    """Where the CPU's result is an uninitialized value: x = NaN with int(n) >= 2."""
+    x = torch.tensor(POLYNOMIAL_X)[:, None]
+    n = torch.tensor(POLYNOMIAL_N)[None, :]
+    if overload.startswith("n_scalar"):
+        n = torch.tensor(3.0 if overload == "n_scalar" else 7.0)
+        return (x.isnan() & (n >= 2))[:, 0]
+    if overload.startswith("x_scalar"):
+        x = torch.tensor(float("nan") if overload == "x_scalar" else 0.25)
+        return (x.isnan() & (n >= 2) & (n < 2**63))[0]
+    return x.isnan() & (n >= 2) & (n < 2**63)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("family", POLYNOMIALS)
+def test_orthogonal_polynomials_at_nan_are_nan_and_elsewhere_the_cpus(quiet, family, dtype):
+    float32_calls = dict(_polynomial_calls(family, torch.float32))
+    for overload, call in _polynomial_calls(family, dtype):
+        undefined = _undefined_on_cpu(overload)
+        for _ in range(3):  # first and queued calls
+            want, got = call("cpu"), call("neuron")
+            assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride(), overload
+            got = got.cpu()
+            assert got[undefined].isnan().all(), overload
+            if dtype == torch.float64:  # the 64-bit policy: float64 computes as float32 does, widened
+                want = float32_calls[overload]("cpu").double()
+            torch.testing.assert_close(got[~undefined], want[~undefined], equal_nan=True, atol=0, rtol=0,
+                                       msg=lambda m: f"{family} {overload}: {m}")

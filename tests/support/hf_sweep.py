@@ -61,13 +61,12 @@ SHRUNK_SIZES = {
     "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "decoder_layers": 2,
     "encoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
     "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "decoder_attention_heads": 4,
-    "encoder_attention_heads": 4, "head_dim": 8, "kv_channels": 8, "d_kv": 8,
+    "encoder_attention_heads": 4, "index_n_heads": 4,
     "vocab_size": 128, "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
     "max_seq_len": 128, "max_sequence_length": 128,
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
     "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_shared_experts": 1, "num_shared_experts": 1,
     "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
-    "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8,
     "sliding_window": 16, "attention_window": 16, "local_attention": 16, "chunk_size_feed_forward": 0,
     "image_size": 32, "patch_size": 8, "num_channels": 3, "max_source_positions": 64,
     "num_mel_bins": 16, "conv_dim": [16, 16], "conv_kernel": [3, 3], "conv_stride": [2, 2],
@@ -75,6 +74,17 @@ SHRUNK_SIZES = {
     "num_filters": 4,  # audio tokenizers double it per down-sampling stage (VibeVoice: 6 stages)
     "encoder_hash_byte_group_vocab": 128,  # BLT's hashed n-gram embeddings (500,002 rows each by default)
 }
+# Per-head sizes keep their ratio to the per-head width (hidden size / query heads), which shrinks to
+# SHRUNK_HEAD_WIDTH: a size equal to the width stays equal to it, one that differs keeps differing (Gemma's
+# 256-wide heads at a width of 192), and among themselves equal sizes stay equal and sums stay sums: multi-head
+# latent attention keeps its query/key heads (nope + rope) wider than its value heads (DeepSeek-V3: 192 and
+# 128) and its ranks in proportion. Sizes are multiples of HEAD_SIZE_MULTIPLE (rotary embeddings rotate pairs
+# and partial rotary factors take halves).
+HEAD_SIZE_FIELDS = ("head_dim", "kv_channels", "d_kv", "qk_nope_head_dim", "qk_rope_head_dim", "qk_head_dim",
+                    "v_head_dim", "kv_lora_rank", "q_lora_rank", "o_lora_rank", "index_head_dim", "linear_head_dim")
+HIDDEN_SIZE_FIELDS = ("hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "model_dim")
+SHRUNK_HEAD_WIDTH = 8
+HEAD_SIZE_MULTIPLE = 4
 # Key/value head counts keep their relation to the query heads (equal: multi-head, 1: multi-query, else 2).
 KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num")
 QUERY_HEAD_FIELDS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
@@ -134,21 +144,59 @@ def architectures() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------- worker side
+def _read(config, field, default=None):
+    """A config field's global value; a heterogeneous config (per-layer overrides) refuses plain reads of the
+    fields its layers override."""
+    try:
+        return getattr(config, field, default)
+    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError
+        return config._getattr_without_heterogeneous_validation(field, default)
+
+
+def _first_int(config, fields):
+    return next((v for f in fields if isinstance(v := _read(config, f), int) and not isinstance(v, bool)), None)
+
+
+def shrunk_head_sizes(sizes: dict, width: float | None) -> dict:
+    """{field: size} of HEAD_SIZE_FIELDS, shrunk keeping their ratios to `width` (the per-head width, None when
+    the config has none) and among themselves."""
+    if not sizes:
+        return {}
+    width = width or max(sizes.values())
+    scale = SHRUNK_HEAD_WIDTH / width
+    shrunk = {f: max(HEAD_SIZE_MULTIPLE, HEAD_SIZE_MULTIPLE * round(v * scale / HEAD_SIZE_MULTIPLE))
+              for f, v in sizes.items()}
+    for f, v in sizes.items():  # rounded onto the shrunk width although it differed from the width
+        if v != width and shrunk[f] == SHRUNK_HEAD_WIDTH:
+            for same in [g for g, w in sizes.items() if w == v]:
+                shrunk[same] = SHRUNK_HEAD_WIDTH + HEAD_SIZE_MULTIPLE
+    parts = ("qk_nope_head_dim", "qk_rope_head_dim")
+    if "qk_head_dim" in sizes and all(p in sizes for p in parts) and sizes["qk_head_dim"] == sum(sizes[p] for p in parts):
+        shrunk["qk_head_dim"] = sum(shrunk[p] for p in parts)
+    return shrunk
+
+
+def _head_sizes(config) -> dict:
+    sizes = {f: v for f in HEAD_SIZE_FIELDS if isinstance(v := _read(config, f), int) and not isinstance(v, bool)
+             and v > 0}
+    hidden, heads = _first_int(config, HIDDEN_SIZE_FIELDS), _first_int(config, QUERY_HEAD_FIELDS)
+    return shrunk_head_sizes(sizes, hidden / heads if hidden and heads else None)
+
+
 def _shrink(config, layers: int, every_sub_config: bool = True, seen=None) -> None:
     seen = seen if seen is not None else set()
     if id(config) in seen:
         return
     seen.add(id(config))
-    layers_before = getattr(config, "num_hidden_layers", None)
-    query_heads = next((getattr(config, f) for f in QUERY_HEAD_FIELDS if isinstance(getattr(config, f, None), int)),
-                       None)
-    sizes = {**SHRUNK_SIZES, **{field: layers for field in LAYER_FIELDS}}
+    layers_before = _read(config, "num_hidden_layers")
+    query_heads, hidden = _first_int(config, QUERY_HEAD_FIELDS), _first_int(config, HIDDEN_SIZE_FIELDS)
+    sizes = {**SHRUNK_SIZES, **{field: layers for field in LAYER_FIELDS}, **_head_sizes(config)}
     for field in KV_HEAD_FIELDS:
-        kv_heads = getattr(config, field, None)
+        kv_heads = _read(config, field)
         if isinstance(kv_heads, int):
             sizes[field] = 4 if kv_heads == query_heads else 1 if kv_heads == 1 else 2
     for field, value in sizes.items():
-        current = getattr(config, field, "absent")
+        current = _read(config, field, "absent")
         if current == "absent" or (isinstance(current, bool)):
             continue
         if isinstance(value, list) != isinstance(current, list) and current is not None and value is not None:
@@ -157,15 +205,16 @@ def _shrink(config, layers: int, every_sub_config: bool = True, seen=None) -> No
             setattr(config, field, value)
         except Exception:  # noqa: BLE001 - read-only properties keep their value
             pass
-    layers = getattr(config, "num_hidden_layers", None)
+    layers = _read(config, "num_hidden_layers")
     if isinstance(layers_before, int) and isinstance(layers, int):
         for field, current in list(vars(config).items()):  # per-layer lists follow the layer count
             if isinstance(current, list) and len(current) == layers_before and layers_before != layers:
                 setattr(config, field, current[:layers])
-    vocab = getattr(config, "vocab_size", None)
+        _shrink_layer_overrides(config, layers, hidden)
+    vocab = _read(config, "vocab_size")
     if isinstance(vocab, int):
         for field in TOKEN_ID_FIELDS:
-            token = getattr(config, field, None)
+            token = _read(config, field)
             if isinstance(token, int) and token >= vocab:
                 setattr(config, field, vocab - 1 - TOKEN_ID_FIELDS.index(field) % 8)
             elif isinstance(token, list):
@@ -173,6 +222,27 @@ def _shrink(config, layers: int, every_sub_config: bool = True, seen=None) -> No
     for field, sub in list(vars(config).items()):
         if _is_config(sub) and (every_sub_config or field in MAIN_SUB_CONFIGS):
             _shrink(sub, layers, every_sub_config, seen)
+
+
+def _shrink_layer_overrides(config, layers: int, hidden: int | None) -> None:
+    """A heterogeneous config's per-layer overrides (Dots3's sliding-window layers have their own heads): those of
+    layers cut off are dropped, the rest shrunk as the global fields are (`hidden`: the global hidden size before
+    shrinking)."""
+    spec = getattr(config, "_heterogeneity_spec", None)
+    if spec is None:
+        return
+    overrides = spec.per_layer_overrides
+    for index in [i for i in overrides if i >= layers]:
+        del overrides[index]
+    for values in overrides.values():
+        heads = next((values[f] for f in QUERY_HEAD_FIELDS if isinstance(values.get(f), int)), None)
+        for field in KV_HEAD_FIELDS:
+            if isinstance(values.get(field), int):
+                values[field] = 4 if values[field] == heads else 1 if values[field] == 1 else 2
+        values.update({f: SHRUNK_SIZES[f] for f in values if f in SHRUNK_SIZES and isinstance(values[f], int)})
+        sizes = {f: v for f, v in values.items() if f in HEAD_SIZE_FIELDS and isinstance(v, int) and v > 0}
+        values.update(shrunk_head_sizes(sizes, None if heads is None or hidden is None else hidden / heads))
+    spec.per_layer_attributes = {a for values in overrides.values() for a in values} - {"skip"}
 
 
 def _is_config(value) -> bool:
@@ -188,9 +258,7 @@ def _build(model_type: str, class_name: str, layers: int = LAYER_LADDER[0], ever
 
     config = CONFIG_MAPPING[model_type]()
     _shrink(config, layers, every_sub_config)
-    if hasattr(config, "_attn_implementation"):
-        config._attn_implementation = "eager"  # the same attention code on both devices
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # attention as the class runs it by default: SDPA where it supports it (the fused op)
     model = getattr(transformers, class_name)(config)
     return model.eval(), config
 
