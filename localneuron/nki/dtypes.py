@@ -110,16 +110,29 @@ ALIASES = {"float": float32, "bool": bool_, "half": float16, "float8_e4m3fnuz": 
 NARROWED = {"float64": float32, "int64": int32, "uint64": uint32}
 
 
+def ml_dtypes_module(what):
+    """ml_dtypes (the `nki` extra), which gives numpy the narrow float types; only host arrays of those types
+    need it, so the core runs without it and says what to install when they are used."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise ImportError(f"{what} needs the ml_dtypes package (numpy has no bfloat16, fp8 or fp4 arrays without "
+                          f"it); install it with: pip install 'localneuron[nki]'") from None
+    return ml_dtypes
+
+
 def host_dtype(dtype):
-    """The numpy dtype of host arrays holding `dtype` data: ml_dtypes types for the narrow floats, a
-    one-field record named after a packed type (so the array says what it holds)."""
+    """The numpy dtype of host arrays holding `dtype` data: numpy's own for float32/float16/integers, ml_dtypes
+    types for the narrow floats, a one-field record named after a packed type (so the array says what it holds)."""
     cached = _HOST.get(dtype.name)
     if cached is None:
+        name = dtype.host_name or dtype.name
         if dtype.is_packed:
             cached = np.dtype([(dtype.name, dtype.storage)])
+        elif hasattr(np, name):
+            cached = np.dtype(name)
         else:
-            import ml_dtypes  # noqa: F401  (registers bfloat16 and the fp8 types with numpy)
-            cached = np.dtype(dtype.host_name or dtype.name)
+            cached = np.dtype(getattr(ml_dtypes_module(f"a host array of {dtype.name}"), name))
         _HOST[dtype.name] = cached
     return cached
 
@@ -241,7 +254,7 @@ def _element_bits(dtype):
 def pack(values, dtype, precise=True):
     """Float values [..., lanes * n] -> packed items [..., n] of `dtype` (element 0 in the lowest bits);
     each element is rounded to the element format first (an overflow saturates, as MX conversion does)."""
-    import ml_dtypes
+    ml_dtypes = ml_dtypes_module(f"packing {dtype.name} items")
     values = np.asarray(values, dtype=np.float32)
     if values.shape[-1] % dtype.lanes:
         raise ValueError(f"{dtype}: the last axis ({values.shape[-1]} elements) must be a multiple of "
@@ -258,7 +271,7 @@ def pack(values, dtype, precise=True):
 
 def unpack(items, dtype):
     """Packed items [..., n] -> their float32 elements [..., lanes * n]."""
-    import ml_dtypes
+    ml_dtypes = ml_dtypes_module(f"unpacking {dtype.name} items")
     items = np.asarray(items).astype(dtype.storage, copy=False)
     bits = _element_bits(dtype)
     shifts = (np.arange(dtype.lanes) * bits).astype(dtype.storage)
@@ -319,8 +332,7 @@ def is_float_type(dtype):
 
 def finfo(dtype):
     """Machine limits of a float type, as numpy/ml_dtypes report them (`.max`, `.eps`, `.dtype`)."""
-    import ml_dtypes
     found = as_dtype(dtype)
     if not found.is_float:
         raise TypeError(f"finfo: {found} is not a float type")
-    return ml_dtypes.finfo(host_dtype(found))
+    return ml_dtypes_module(f"finfo({found})").finfo(host_dtype(found))
