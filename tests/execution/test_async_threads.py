@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from localneuron.runtime.environment import read
-from tests.conftest import run_python
+from fresh_python import run_python
 from cli_runner import localneuron, write
 
 BLOCKING = read("NEURON_LAUNCH_BLOCKING") == "1"
