@@ -236,8 +236,12 @@ LINE_OF_THE_FAILURE = 9
 
 def check_reports_failure(done, script_line):
     assert done.returncode != 0, (done.returncode, done.stdout, done.stderr)
-    assert "aten::index_select" in done.stderr and "out of range" in done.stderr, done.stderr
-    if not BLOCKING:
+    assert "out of range" in done.stderr, done.stderr
+    if BLOCKING:  # raised where it was issued, as on the CPU: the traceback holds the user's line
+        path, line = script_line.rsplit(":", 1)
+        assert f'File "{path}", line {line}' in done.stderr, done.stderr
+    else:  # reported at exit: the report names the op, its arguments and the line that issued it
+        assert "aten::index_select" in done.stderr, done.stderr
         assert "Float[10, 4], 0, Long[1]" in done.stderr and script_line in done.stderr, done.stderr
 
 
