@@ -79,6 +79,10 @@ class Trace(TorchDispatchMode):
     def collectives(self, name: str) -> list:
         return [c for p in self.phases if p.name == name for c in p.collectives]
 
+    def collectives_of_last(self, name: str) -> list:
+        """The collectives of the last phase called `name` (a repeated step's steady state)."""
+        return list(next(p for p in reversed(self.phases) if p.name == name).collectives)
+
     @contextlib.contextmanager
     def saving(self):
         """Records the tensors autograd keeps for the backward (activation memory)."""
