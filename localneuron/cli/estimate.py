@@ -28,6 +28,13 @@ def add_parser(commands) -> None:
                             "all-reduced, a column-parallel input's gradient too. --pp splits the step evenly "
                             "over the stages of the model's largest nn.ModuleList. --mode decode needs a "
                             "transformers-style forward(input_ids, past_key_values=..., use_cache=True)")
+    model.add_argument("--script", metavar="SCRIPT",
+                       help="your own training script, with its arguments after it (SCRIPT [ARGS...]; put `--` before "
+                            "an argument the script shares a name with estimate's own options): run without the "
+                            "hardware as rank r of --world-size simulated ranks, one run per distinct role (pipeline "
+                            "stage), on fake neuron tensors; its second optimizer step is priced")
+    p.add_argument("--world-size", type=int, help="--script: ranks of the simulated job (default: every NeuronCore "
+                                                  "of --nodes instances)")
     p.add_argument("--as-written", action="store_true",
                    help="with --hf-config: price the model transformers builds from the config exactly as its code "
                         "runs (its attention path, no recompute unless --recompute full), instead of the tuned recipe "
@@ -44,7 +51,7 @@ def add_parser(commands) -> None:
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
     p.add_argument("--weights", choices=("int8", "fp8"),
                    help="inference: weights stored quantized (weight-only), widened to --dtype to compute")
-    p.add_argument("--mode", required=True, choices=("train", "prefill", "decode"))
+    p.add_argument("--mode", choices=("train", "prefill", "decode"), help="required except with --script (training)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--global-batch", type=int, help="sequences per optimizer step (default micro-batch x dp)")
     p.add_argument("--seq", type=int, default=2048, help="training sequence length")
@@ -56,21 +63,34 @@ def add_parser(commands) -> None:
                    help="activation recompute while training: selective (the attention core; the recipe's "
                         "default), full (whole layers), none (the default --as-written)")
     p.add_argument("--json", metavar="OUT.json", help="also write the estimate as JSON")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, script_args=[])
 
 
-def _target(args):
-    from localneuron.costmodel.hardware import chip
+# estimate's own options that may follow a --script's arguments, and whether each takes a value
+OWN_AFTER_SCRIPT = {"--world-size": True, "--target": True, "--nodes": True, "--lnc": True, "--json": True,
+                    "--mode": True}
 
-    target = chip(args.target)
-    if args.lnc is None or args.lnc == target.lnc:
-        return target
-    if target.physical_cores == 1 or target.physical_cores % args.lnc:
-        raise ValueError(f"--lnc {args.lnc}: {target.name} has {target.physical_cores} NeuronCores per chip at LNC="
-                         f"{target.lnc} only")
-    if target.name == "trn1":
-        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
-    return dataclasses.replace(target, lnc=args.lnc)
+
+def split_script_arguments(argv: list) -> tuple[list, list]:
+    """(estimate's arguments, the script's arguments): after `--script SCRIPT`, every argument goes to
+    the script except estimate's own options above (with their values); everything after `--` does."""
+    if "--script" not in argv:
+        return argv, []
+    at = argv.index("--script") + 2
+    ours, theirs = list(argv[:at]), []
+    rest = iter(argv[at:])
+    for token in rest:
+        if token == "--":
+            theirs += list(rest)
+            break
+        name = token.split("=", 1)[0]
+        if name in OWN_AFTER_SCRIPT:
+            ours.append(token)
+            if OWN_AFTER_SCRIPT[name] and "=" not in token:
+                ours.append(next(rest, ""))
+        else:
+            theirs.append(token)
+    return ours, theirs
 
 
 def _request(args):
@@ -110,27 +130,34 @@ def run(args) -> int:
     from localneuron.estimate.layout import Layout
 
     try:
-        if args.as_written and not args.hf_config:
-            raise ValueError("--as-written goes with --hf-config (a --model-fn model is always priced as written)")
-        if args.as_written and not hf.available():
-            raise ImportError("--as-written builds the model with transformers: pip install 'localneuron[hf]'")
-        target = _target(args)
-        request = _request(args)
-        layout = Layout.make(target, args.nodes, args.tp, args.pp, args.dp)
-        if args.model_fn:
-            result = estimate_run.estimate_factory(args.model_fn, target, layout, request)
-        elif args.as_written:
-            config = architecture.read(args.hf_config)
-            result = estimate_run.estimate_hf(config, target, layout, request)
-            try:
-                arch = architecture.from_config(config)
-            except architecture.ConfigError:
-                arch = None
-            if arch is not None:   # the recipe under the same memory plan (recompute, ZeRO-1)
-                result["fits_compared"] = _fits_compared(result, estimate_run.estimate(arch, target, layout, request))
+        target = estimate_run.target_chip(args.target, args.lnc)
+        if args.script:
+            result = _script(args, target)
         else:
-            _, arch = architecture.load(args.hf_config)
-            result = estimate_run.estimate(arch, target, layout, request)
+            if args.mode is None:
+                raise ValueError("--mode train|prefill|decode is required with --hf-config and --model-fn")
+            if args.world_size is not None:
+                raise ValueError("--world-size goes with --script; for a model, give --nodes and --tp/--pp/--dp")
+            if args.as_written and not args.hf_config:
+                raise ValueError("--as-written goes with --hf-config (a --model-fn model is always priced as written)")
+            if args.as_written and not hf.available():
+                raise ImportError("--as-written builds the model with transformers: pip install 'localneuron[hf]'")
+            request = _request(args)
+            layout = Layout.make(target, args.nodes, args.tp, args.pp, args.dp)
+            if args.model_fn:
+                result = estimate_run.estimate_factory(args.model_fn, target, layout, request)
+            elif args.as_written:
+                config = architecture.read(args.hf_config)
+                result = estimate_run.estimate_hf(config, target, layout, request)
+                try:
+                    arch = architecture.from_config(config)
+                except architecture.ConfigError:
+                    arch = None
+                if arch is not None:   # the recipe under the same memory plan (recompute, ZeRO-1)
+                    result["fits_compared"] = _fits_compared(result, estimate_run.estimate(arch, target, layout, request))
+            else:
+                _, arch = architecture.load(args.hf_config)
+                result = estimate_run.estimate(arch, target, layout, request)
     except (ValueError, ImportError, NotImplementedError) as error:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -145,3 +172,22 @@ def run(args) -> int:
         _write_json(result, args.json)
     return 0
 
+
+def _script(args, target) -> dict:
+    from localneuron.estimate import run as estimate_run
+
+    if args.mode not in (None, "train"):
+        raise ValueError("--script prices a training script's step: --mode train (or no --mode)")
+    for name in ("tp", "pp", "dp", "micro_batch", "global_batch", "seq"):
+        default = {"tp": 1, "pp": 1, "dp": None, "micro_batch": 1, "global_batch": None, "seq": 2048}[name]
+        if getattr(args, name) != default:
+            raise ValueError(f"--{name.replace('_', '-')} does not go with --script: the script's own code sets its "
+                             f"layout and shapes")
+    if args.nodes < 1:
+        raise ValueError(f"--nodes must be at least 1, got {args.nodes}")
+    world = args.world_size or args.nodes * target.cores_per_instance
+    if world < 1 or world > args.nodes * target.cores_per_instance:
+        raise ValueError(f"--world-size {world}: {args.nodes} {target.name} instance(s) have "
+                         f"{args.nodes * target.cores_per_instance} NeuronCores; give --nodes "
+                         f"{-(-world // target.cores_per_instance)} for {world} ranks")
+    return estimate_run.estimate_script(args.script, args.script_args, target, world, args.nodes, args.lnc)

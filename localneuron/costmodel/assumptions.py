@@ -10,13 +10,16 @@ so benchmarks/calibration.py can refit them in its cross-validation.
 # (reference notes §7.5); the remaining 15% are DMA waits and PSUM evictions that no schedule hides.
 TENSOR_ENGINE_EFFICIENCY = 0.85
 
-# A collective costs one latency per algorithm step (a DMA transfer and the semaphore its peer waits
-# on); one issued on its own (an eager c10d call, nccom-test) also pays a launch, in which the runtime
-# arms its DMA rings and semaphores on every rank; a compiled graph's collectives come armed.
-# Fixed by the nccom-test rows: a 2-rank all-reduce of 1 KiB takes 58 us, a 32-rank all-gather of
-# 1 KiB 151 us.
-COLLECTIVE_LAUNCH_S = 51.6e-6
-COLLECTIVE_STEP_S = 3.2e-6
+# A collective costs a start (the collective engines of every rank hand-shake before data moves) and
+# one latency per algorithm step (a DMA transfer and the semaphore its peer waits on); one issued on
+# its own (an eager c10d call, nccom-test) also pays a launch, in which the runtime arms its DMA rings
+# on every rank, where a compiled graph's collectives come armed. All three are fitted to the published
+# rows together (benchmarks/calibration.py): the nccom-test rows weigh the launch and the steps (a
+# 2-rank all-reduce of 1 KiB takes 58 us, a 32-rank all-gather of 1 KiB 151 us), the decode rows, two
+# small all-reduces per layer, the start and the steps.
+COLLECTIVE_LAUNCH_S = 20e-6
+COLLECTIVE_START_S = 20e-6
+COLLECTIVE_STEP_S = 4e-6
 
 # Between instances a step also pays the network: EFA's one-way message latency (AWS quotes 'around
 # 15 us' for SRD; not in the notes).
@@ -46,8 +49,9 @@ RULES = (
     "dependent matmuls, and the data-parallel gradient reduction runs after the last micro-batch.",
     "A ring collective within an instance runs over one NeuronLink per direction (a ring enters and leaves "
     "each chip once); between instances it runs over EFA, shared by every group crossing the instance.",
-    "An all-reduce uses recursive halving-doubling (2 log2 n steps) when that is faster than the ring "
-    "(2 (n-1) steps): small messages; all-gather and reduce-scatter use the ring.",
+    "An all-reduce uses recursive doubling (log2 n steps, each exchanging the whole buffer) when that is "
+    "faster than the ring (2 (n-1) steps moving 2 (n-1)/n of it): small messages; all-gather and "
+    "reduce-scatter use the ring.",
     "Gradients accumulate in fp32 over the micro-batches: each backward reads and writes the accumulator.",
     "A decode step appends one token to the KV cache, so the cache lies token by token in HBM and reading it "
     "uses DMA descriptors of one token's keys (or values) of the core's heads: below 4 KiB they run under the "

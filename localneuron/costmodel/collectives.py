@@ -1,4 +1,4 @@
-"""Collectives between NeuronCores: ring and recursive halving-doubling all-reduce, ring all-gather and
+"""Collectives between NeuronCores: ring and recursive-doubling all-reduce, ring all-gather and
 reduce-scatter, send/recv: each a launch, a latency per algorithm step and a bandwidth term, over
 NeuronLink within an instance and EFA between instances (rules and latencies in assumptions.py).
 
@@ -45,38 +45,41 @@ def _across(chip: Chip, nbytes: float, group: Group, phases: int) -> float:
     return phases * ((k - 1) * step + (k - 1) / k * nbytes / m / efa_share)
 
 
+def _ring_gather(chip: Chip, gathered_bytes: float, group: Group) -> float:
+    n = group.ranks
+    step, bandwidth = _link(chip)
+    if group.instances == 1:
+        return (n - 1) * step + (n - 1) / n * gathered_bytes / bandwidth
+    m = group.ranks_per_instance
+    return _across(chip, gathered_bytes, group, 1) + _ring_gather(chip, gathered_bytes, Group(m, m))
+
+
 def all_reduce(chip: Chip, nbytes: float, group: Group) -> float:
-    """Within an instance: the ring, or recursive halving-doubling when that is faster. Across
-    instances: reduce-scatter inside each instance, all-reduce of each rank's share across them, all-gather
-    inside (hierarchical), or halving-doubling over every rank when that is faster."""
+    """Within an instance: the ring, or recursive doubling (log2 n steps, each exchanging the whole
+    buffer) when that is faster: small messages. Across instances: reduce-scatter inside each instance,
+    all-reduce of each rank's share across them, all-gather inside (hierarchical), or recursive doubling
+    over every rank when that is faster."""
     n = group.ranks
     if n <= 1 or nbytes <= 0:
         return 0.0
     step, bandwidth = _link(chip)
     if group.instances == 1:
         ring = 2 * (n - 1) * step + 2 * (n - 1) / n * nbytes / bandwidth
-        return min(ring, 2 * _steps(n) * step + 2 * nbytes / bandwidth)
+        return assumptions.COLLECTIVE_START_S + min(ring, _steps(n) * (step + nbytes / bandwidth))
     m = group.ranks_per_instance
     inside = Group(m, m)
-    hierarchical = reduce_scatter(chip, nbytes, inside) + _across(chip, nbytes, group, 2) + \
-        all_gather(chip, nbytes, inside)
+    hierarchical = 2 * _ring_gather(chip, nbytes, inside) + _across(chip, nbytes, group, 2)
     efa_share = chip.efa_bytes_per_s / (m * group.concurrent_groups)
-    halving_doubling = 2 * _steps(n) * step + 2 * _steps(group.instances) * assumptions.EFA_LATENCY_S + \
-        2 * nbytes / min(bandwidth, efa_share)
-    return min(hierarchical, halving_doubling)
+    doubling = _steps(n) * (step + nbytes / min(bandwidth, efa_share)) + _steps(group.instances) * assumptions.EFA_LATENCY_S
+    return assumptions.COLLECTIVE_START_S + min(hierarchical, doubling)
 
 
 def all_gather(chip: Chip, gathered_bytes: float, group: Group) -> float:
     """`gathered_bytes`: the full result every rank ends with. A ring within an instance; across
     instances the shares cross EFA first, then a ring inside each instance."""
-    n = group.ranks
-    if n <= 1 or gathered_bytes <= 0:
+    if group.ranks <= 1 or gathered_bytes <= 0:
         return 0.0
-    step, bandwidth = _link(chip)
-    if group.instances == 1:
-        return (n - 1) * step + (n - 1) / n * gathered_bytes / bandwidth
-    m = group.ranks_per_instance
-    return _across(chip, gathered_bytes, group, 1) + all_gather(chip, gathered_bytes, Group(m, m))
+    return assumptions.COLLECTIVE_START_S + _ring_gather(chip, gathered_bytes, group)
 
 
 def reduce_scatter(chip: Chip, input_bytes: float, group: Group) -> float:
@@ -118,5 +121,5 @@ def c10d_seconds(chip: Chip, kind: str, nbytes: float, ranks: int) -> float:
         return 0.0
     group = Group(ranks, min(ranks, chip.cores_per_instance))
     if kind == "barrier":   # a zero-byte all-reduce: latency only
-        return assumptions.COLLECTIVE_LAUNCH_S + 2 * _steps(ranks) * _link(chip)[0]
+        return assumptions.COLLECTIVE_LAUNCH_S + assumptions.COLLECTIVE_START_S + _steps(ranks) * _link(chip)[0]
     return assumptions.COLLECTIVE_LAUNCH_S + C10D_ALGORITHMS[kind](chip, nbytes, group)

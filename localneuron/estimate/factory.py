@@ -146,6 +146,7 @@ def estimate(spec: str, layout: Layout, request: plan.Request) -> tuple[dict, di
             for step in range(2):   # the second step runs with the optimizer state allocated, like every later one
                 if step:
                     trace.begin("forward")
+                    trace.release_dead()
                     trace.peak_bytes = trace.live_bytes
                 loss = _loss(model(*inputs))
                 trace.begin("backward")

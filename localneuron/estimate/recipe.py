@@ -18,7 +18,8 @@ from localneuron.estimate.traced import trace_module
 
 RECIPE = ("compiled graphs, fused attention (GQA), sequence parallel with TP, {recompute} recompute, "
           "fp32 gradient accumulation, AdamW{zero1}")
-SERVING = "compiled graphs (one per forward), fused attention (GQA), KV cache in HBM{weights}"
+SERVING = ("compiled graphs (one per forward), fused attention (GQA), sequence parallel prompts with TP, "
+           "KV cache in HBM{weights}")
 
 
 def describe(request: Request) -> str:
@@ -81,30 +82,36 @@ def train_stack(arch: Architecture, layout: Layout, request: Request) -> Stack:
                  model_flops=arch.flops_per_token(s) * b * s)
 
 
-def inference_stack(arch: Architecture, layout: Layout, request: Request, new_tokens: int, context: int) -> Stack:
-    """One forward of `new_tokens` per sequence attending to `context` cached tokens."""
+def inference_stack(arch: Architecture, layout: Layout, request: Request, new_tokens: int, context: int,
+                    sequence_parallel: bool = False) -> Stack:
+    """One forward of `new_tokens` per sequence attending to `context` cached tokens; with
+    `sequence_parallel` (a prompt, tp > 1) the norms and residuals of each rank run on its slice of the
+    tokens, the tensor-parallel all-reduces becoming reduce-scatters and all-gathers."""
     if not arch.causal and (context or request.mode == "decode"):
         raise RequestError(f"--mode decode generates tokens; {arch.model_type} is an encoder (use --mode train, or "
                            f"--mode prefill for one forward)")
     chip, tp = layout.chip, layout.tp
     dtype = DTYPES[request.dtype]
     b, h = request.batch, arch.hidden
-    cos, sin = _rotary(arch, new_tokens, dtype)
+    sequence_parallel = sequence_parallel and tp > 1 and new_tokens >= tp
+    local = math.ceil(new_tokens / tp) if sequence_parallel else new_tokens
+    tokens = local * tp if sequence_parallel else new_tokens   # padded up to a multiple of tp
+    cos, sin = _rotary(arch, tokens, dtype)
     past = None
     if context:
         cache = _empty(b, shard(arch.kv_heads, tp), context, arch.head_dim, dtype=dtype)
         past = (cache, cache.clone())
     kinds = []
     for kind, count in arch.kinds.items():
-        layer = _build(LayerShard, arch, tp, False, "none", moe=kind == "moe", dtype=dtype)
-        kinds.append((trace_module(chip, layer, (_empty(b, new_tokens, h, dtype=dtype),), (cos, sin, past),
+        layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", dtype=dtype)
+        kinds.append((trace_module(chip, layer, (_empty(b, local, h, dtype=dtype),), (cos, sin, past),
                                    kv_cache=past or (), weight_bytes=request.weight_bytes), count))
-    traced_embedding = trace_module(chip, _build(EmbeddingShard, arch, tp, False, dtype=dtype),
-                                    (_model_input(arch, b, new_tokens, dtype),))
+    traced_embedding = trace_module(chip, _build(EmbeddingShard, arch, tp, sequence_parallel, dtype=dtype),
+                                    (_model_input(arch, b, tokens, dtype),))
     # the next token needs the logits of the last position only
     traced_head = trace_module(chip, _build(HeadShard, arch, tp, False, dtype=dtype), (_empty(b, 1, h, dtype=dtype),),
                                weight_bytes=request.weight_bytes)
-    return Stack(kinds, traced_embedding, traced_head, boundary_bytes=b * new_tokens * h * dtype.itemsize,
+    return Stack(kinds, traced_embedding, traced_head, boundary_bytes=b * local * h * dtype.itemsize,
                  model_flops=arch.flops_per_token(context + new_tokens) * b * new_tokens)
 
 

@@ -1,12 +1,27 @@
 """The one pipeline of `localneuron estimate`: a model source (the tuned recipe from a config's
 architecture, the model transformers builds as its code runs, a --model-fn factory) makes the stacks,
 the schedules in plan.py price them, and _answer makes the one result every renderer reads."""
-from localneuron.costmodel.hardware import Chip
+import dataclasses
+
+from localneuron.costmodel.hardware import Chip, chip
 from localneuron.estimate import plan, recipe, trust
 from localneuron.estimate.architecture import Architecture
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.trace import fake_device
 from localneuron.costmodel import assumptions
+
+
+def target_chip(name: str, lnc: int | None = None) -> Chip:
+    """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
+    core where the hardware has that many."""
+    target = chip(name)
+    if lnc is None or lnc == target.lnc:
+        return target
+    if lnc not in (1, 2) or target.physical_cores % lnc:
+        raise ValueError(f"--lnc {lnc}: {target.name} groups its {target.physical_cores} NeuronCores per chip by 1 or 2")
+    if target.name == "trn1":
+        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
+    return dataclasses.replace(target, lnc=lnc)
 
 
 class Prepared:
@@ -28,7 +43,10 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
             def schedule():
                 return plan.schedule_train(stack, layout, request)
         else:
-            prefill = recipe.inference_stack(arch, layout, request, request.input_len, 0)
+            # the recipe runs the prompt sequence parallel when that is faster (long prompts: the norms
+            # shrink by tp; short ones: the ring all-gathers' latency outweighs it)
+            prompts = [recipe.inference_stack(arch, layout, request, request.input_len, 0, sequence_parallel)
+                       for sequence_parallel in ((False, True) if layout.tp > 1 else (False,))]
             decode = None
             total = request.input_len
             if request.mode == "decode":
@@ -37,6 +55,7 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
             kv_cache = recipe.kv_cache_bytes(arch, layout, request, total)
 
             def schedule():
+                prefill = min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
                 return plan.schedule_inference(prefill, decode, layout, request, kv_cache)
     model = {"model_type": arch.model_type, "built_with": "localneuron's builder: the model as a tuned recipe runs it",
              "recipe": recipe.describe(request), "parameters": arch.parameters, "layers": arch.layers,
@@ -66,6 +85,34 @@ def estimate_factory(spec: str, chip: Chip, layout: Layout, request: plan.Reques
     with fake_device():
         model, result = factory.estimate(spec, layout, request)
     return _answer(model, result, chip, layout, request)
+
+
+def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int, lnc: int | None = None) -> dict:
+    """--script: the user's training script, run as a simulated job of `world` ranks (script.py)."""
+    from localneuron.estimate import script as script_run
+
+    priced = script_run.estimate(script, argv, chip, world, lnc)
+    groups = priced["groups"]
+    sizes = {desc.removeprefix("mesh_"): len(ranks) for desc, ranks in groups.items()}
+    model = {"model_type": "script", "built_with": f"the script {script} ({world} simulated ranks; ranks "
+             f"{', '.join(map(str, priced['ranks_executed']))} executed, the others answered for)",
+             "parameters": priced["parameters"], "groups": sizes}
+    capacity = chip.hbm_bytes_per_core
+    answer = {
+        "model": model, "target": chip.name,
+        "layout": {"nodes": nodes, "world": world, "lnc": chip.lnc, "cores_per_node": chip.cores_per_instance,
+                   "tp": sizes.get("tp", 1), "pp": priced["stages"], "dp": world // max(1, sizes.get("tp", 1) *
+                                                                             priced["stages"])},
+        "request": {"mode": "train", "dtype": "as the script sets it", "script": script, "script_args": argv},
+        "step_s": priced["step_s"], "breakdown": priced["breakdown"],
+        "collectives": priced["collectives"], "hbm_per_core_bytes": {"peak": priced["peak_bytes"],
+                                                                      "total": priced["peak_bytes"]},
+        "hbm_capacity_per_core_bytes": capacity, "fits": priced["peak_bytes"] <= capacity,
+        "ops": {"cpu_fallbacks": priced["fallbacks"], "computed_in_32bit": priced["computed_in_32bit"]},
+        "ranks": priced["rank_results"], "assumptions": assumption_lines(),
+    }
+    answer["trust"] = trust.assess(answer)
+    return answer
 
 
 def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:

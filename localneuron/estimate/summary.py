@@ -4,13 +4,58 @@ from localneuron.runtime.units import bytes_text, seconds_text
 WHAT = {"train": "training step", "prefill": "prefill", "decode": "decode step"}
 
 
+def parameters_text(n: int) -> str:
+    return f"{n / 1e9:.1f}B parameters" if n >= 1e8 else f"{n:,} parameters"
+
+
 def _percentages(breakdown: dict, total: float) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {100 * v / total:.0f}%" for k, v in breakdown.items() if v > 0)
 
 
+def _script(e: dict) -> list[str]:
+    m, lay = e["model"], e["layout"]
+    groups = ", ".join(f"{name} {size}" for name, size in m["groups"].items()) or "no process groups but the world"
+    lines = [f"localneuron estimate: {m['built_with']}, {parameters_text(m['parameters'])}, on {lay['nodes']} "
+             f"{e['target']} node(s) at LNC={lay['lnc']} (groups: {groups}; an estimate from the cost model, not a "
+             f"measurement)",
+             f"  step {seconds_text(e['step_s'])} (its second optimizer step, each phase priced as compiled graphs)",
+             f"  where the time of one training step goes: {_percentages(e['breakdown'], e['step_s'])}",
+             "  collectives per step on the slowest rank:"]
+    for kind, c in sorted(e["collectives"].items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append(f"    {kind:<15} {c['calls']:>6} calls {bytes_text(c['bytes']):>12}  {seconds_text(c['seconds']):>9} "
+                     f"(groups of {', '.join(map(str, c['group_sizes']))})")
+    return lines
+
+
 def render(e: dict) -> str:
+    if e["model"]["model_type"] == "script":
+        return "\n".join(_script(e) + _memory_and_trust(e))
+    return "\n".join(_model(e) + _memory_and_trust(e))
+
+
+def _memory_and_trust(e: dict) -> list[str]:
+    hbm = e["hbm_per_core_bytes"]
+    parts = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in hbm.items() if k not in ("total", "peak") and v)
+    verdict = "fits" if e["fits"] else "DOES NOT FIT"
+    what = "peak of live device memory on the fullest rank" if "peak" in hbm else parts
+    lines = [f"  HBM per NeuronCore: {bytes_text(hbm['total'])} of {bytes_text(e['hbm_capacity_per_core_bytes'])} -> "
+             f"{verdict} ({what})"]
+    if e.get("fits_compared"):
+        lines.append(f"  fits, compared: {e['fits_compared']}")
+    ops = e["ops"]
+    if ops["cpu_fallbacks"]:
+        lines.append("  CPU fallbacks: " + ", ".join(f"{k} x{v}" for k, v in ops["cpu_fallbacks"].items()))
+    if ops["computed_in_32bit"]:
+        lines.append("  64-bit ops computed in 32 bits: " + ", ".join(ops["computed_in_32bit"]))
+    trust = e["trust"]
+    lines.append(f"  how far to trust it: {trust['calibration']}")
+    lines += [f"  warning: {w}" for w in trust["warnings"]]
+    return lines
+
+
+def _model(e: dict) -> list[str]:
     m, lay, req = e["model"], e["layout"], e["request"]
-    size = f"{m['parameters'] / 1e9:.1f}B parameters" if m["parameters"] >= 1e8 else f"{m['parameters']:,} parameters"
+    size = parameters_text(m["parameters"])
     if m.get("experts"):
         size += f" ({m['active_parameters'] / 1e9:.1f}B active; {m['experts']} experts in {m['moe_layers']} layers)"
     lines = [f"localneuron estimate: {m['model_type']} {size} on {lay['nodes']} {e['target']} node(s) "
@@ -37,19 +82,4 @@ def render(e: dict) -> str:
     if saves:
         lines.append(f"  the layers' forward launched op by op would take {seconds_text(saves['eager_forward_s'])}, "
                      f"as compiled graphs {seconds_text(saves['compiled_forward_s'])}")
-    hbm = e["hbm_per_core_bytes"]
-    parts = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in hbm.items() if k != "total" and v)
-    verdict = "fits" if e["fits"] else "DOES NOT FIT"
-    lines.append(f"  HBM per NeuronCore: {bytes_text(hbm['total'])} of {bytes_text(e['hbm_capacity_per_core_bytes'])} "
-                 f"-> {verdict} ({parts})")
-    if e.get("fits_compared"):
-        lines.append(f"  fits, compared: {e['fits_compared']}")
-    ops = e["ops"]
-    if ops["cpu_fallbacks"]:
-        lines.append("  CPU fallbacks: " + ", ".join(f"{k} x{v}" for k, v in ops["cpu_fallbacks"].items()))
-    if ops["computed_in_32bit"]:
-        lines.append("  64-bit ops computed in 32 bits: " + ", ".join(ops["computed_in_32bit"]))
-    trust = e["trust"]
-    lines.append(f"  how far to trust it: {trust['calibration']}")
-    lines += [f"  warning: {w}" for w in trust["warnings"]]
-    return "\n".join(lines)
+    return lines

@@ -40,7 +40,10 @@ def assess(answer: dict) -> dict:
     if model.get("experts") and not rows.get("moe"):
         warnings.append(f"mixture-of-experts: no published {nearest} row has one (routing taken as balanced)")
     family = model.get("model_type")
-    if family and family not in rows.get("families", [family]):
+    if family in ("script", "factory"):
+        warnings.append(f"your own model code: the calibration is that of the tuned recipes the published {nearest} "
+                        f"rows ran, so code that does more (or less) than they do moves the answer accordingly")
+    elif family and family not in rows.get("families", [family]):
         warnings.append(f"no published {nearest} row is a {family} model")
     lengths = {"seq": request.get("seq"), "batch": request.get("batch") or request.get("micro_batch"),
                "input_len": request.get("input_len"), "output_len": request.get("output_len")}
@@ -53,7 +56,7 @@ def assess(answer: dict) -> dict:
         if isinstance(seen, list) and layout.get(name) not in seen:
             warnings.append(f"{name} {layout.get(name)}: no published {nearest} row has this layout "
                             f"(calibrated: {', '.join(map(str, seen))})")
-    if request.get("dtype") not in rows.get("dtypes", [request.get("dtype")]):
+    if request.get("dtype") in ("bf16", "fp32") and request.get("dtype") not in rows.get("dtypes", [request.get("dtype")]):
         warnings.append(f"dtype {request.get('dtype')}: no published {nearest} row runs it")
     text = (f"±{100 * rows['mae']:.0f}% (mean absolute error) on {rows['rows']} published {nearest.split()[0]} "
             f"{KIND[mode]} rows, worst {100 * rows['worst']:.0f}%")
