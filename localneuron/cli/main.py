@@ -233,7 +233,10 @@ def main(argv=None) -> int:
     estimate.add_parser(commands)
     argv = list(sys.argv[1:] if argv is None else argv)
     module_args = _split_module_args(argv)
+    argv, script_args = estimate.split_script_arguments(argv) if argv[:1] == ["estimate"] else (argv, [])
     args = parser.parse_args(argv)
+    if args.command == "estimate":
+        args.script_args = script_args
     if args.command == "run":
         if args.module:
             args.script_args = module_args

@@ -1,6 +1,6 @@
-"""Collectives between NeuronCores: ring and tree all-reduce, all-gather, reduce-scatter, send/recv,
-each a latency term per algorithm step plus a bandwidth term, over NeuronLink within an instance and
-EFA between instances (rules in assumptions.py).
+"""Collectives between NeuronCores: ring and recursive-doubling all-reduce, ring all-gather and
+reduce-scatter, send/recv: each a launch, a latency per algorithm step and a bandwidth term, over
+NeuronLink within an instance and EFA between instances (rules and latencies in assumptions.py).
 
 A group is described by where its ranks sit: how many, how many share an instance, and how many
 groups of the same kind use an instance's EFA at the same time (every data-parallel group of a job
@@ -9,7 +9,7 @@ reduces its gradients at once).
 import math
 from dataclasses import dataclass
 
-from localneuron.costmodel.assumptions import EFA_LATENCY_S
+from localneuron.costmodel import assumptions
 from localneuron.costmodel.hardware import Chip
 
 
@@ -24,33 +24,62 @@ class Group:
         return math.ceil(self.ranks / self.ranks_per_instance)
 
 
-def _link(chip: Chip, group: Group) -> tuple[float, float]:
-    """(latency of one algorithm step, bandwidth of the slowest ring edge) for the group's placement."""
-    step = chip.core.dma_fixed_latency_ns * 1e-9
-    if group.instances > 1:
-        return step + EFA_LATENCY_S, chip.efa_bytes_per_s / group.concurrent_groups
-    if group.ranks <= chip.logical_cores:   # all on one chip: a DMA copy between the cores' HBM
-        return step, chip.memory_bytes_per_s_per_core
-    return step, chip.neuronlink_bytes_per_s_per_direction
+def _link(chip: Chip) -> tuple[float, float]:
+    """(latency of one algorithm step, bandwidth of the slowest ring edge) within one instance: a ring
+    runs over one NeuronLink per direction (even between the cores of one chip: the collective's DMA
+    rings follow the link's path)."""
+    return assumptions.COLLECTIVE_STEP_S, chip.neuronlink_bytes_per_s_per_direction
+
+
+def _steps(n: int) -> int:
+    return math.ceil(math.log2(n))
+
+
+def _across(chip: Chip, nbytes: float, group: Group, phases: int) -> float:
+    """The inter-instance part of a hierarchical collective: every rank moves its 1/m share of the
+    (k-1)/k that lives elsewhere over EFA, which all ranks of all groups on the instance share; `phases`
+    is 2 for an all-reduce (reduce-scatter, then all-gather), 1 otherwise."""
+    k, m = group.instances, group.ranks_per_instance
+    efa_share = chip.efa_bytes_per_s / (m * group.concurrent_groups)
+    step = assumptions.COLLECTIVE_STEP_S + assumptions.EFA_LATENCY_S
+    return phases * ((k - 1) * step + (k - 1) / k * nbytes / m / efa_share)
+
+
+def _ring_gather(chip: Chip, gathered_bytes: float, group: Group) -> float:
+    n = group.ranks
+    step, bandwidth = _link(chip)
+    if group.instances == 1:
+        return (n - 1) * step + (n - 1) / n * gathered_bytes / bandwidth
+    m = group.ranks_per_instance
+    return _across(chip, gathered_bytes, group, 1) + _ring_gather(chip, gathered_bytes, Group(m, m))
 
 
 def all_reduce(chip: Chip, nbytes: float, group: Group) -> float:
+    """Within an instance: the ring, or recursive doubling (log2 n steps, each exchanging the whole
+    buffer) when that is faster: small messages. Across instances: reduce-scatter inside each instance,
+    all-reduce of each rank's share across them, all-gather inside (hierarchical), or recursive doubling
+    over every rank when that is faster."""
     n = group.ranks
     if n <= 1 or nbytes <= 0:
         return 0.0
-    step, bandwidth = _link(chip, group)
-    ring = 2 * (n - 1) * step + 2 * (n - 1) / n * nbytes / bandwidth
-    tree = 2 * math.ceil(math.log2(n)) * step + 2 * nbytes / bandwidth
-    return min(ring, tree)
+    step, bandwidth = _link(chip)
+    if group.instances == 1:
+        ring = 2 * (n - 1) * step + 2 * (n - 1) / n * nbytes / bandwidth
+        return assumptions.COLLECTIVE_START_S + min(ring, _steps(n) * (step + nbytes / bandwidth))
+    m = group.ranks_per_instance
+    inside = Group(m, m)
+    hierarchical = 2 * _ring_gather(chip, nbytes, inside) + _across(chip, nbytes, group, 2)
+    efa_share = chip.efa_bytes_per_s / (m * group.concurrent_groups)
+    doubling = _steps(n) * (step + nbytes / min(bandwidth, efa_share)) + _steps(group.instances) * assumptions.EFA_LATENCY_S
+    return assumptions.COLLECTIVE_START_S + min(hierarchical, doubling)
 
 
 def all_gather(chip: Chip, gathered_bytes: float, group: Group) -> float:
-    """`gathered_bytes`: the full result every rank ends with."""
-    n = group.ranks
-    if n <= 1 or gathered_bytes <= 0:
+    """`gathered_bytes`: the full result every rank ends with. A ring within an instance; across
+    instances the shares cross EFA first, then a ring inside each instance."""
+    if group.ranks <= 1 or gathered_bytes <= 0:
         return 0.0
-    step, bandwidth = _link(chip, group)
-    return (n - 1) * step + (n - 1) / n * gathered_bytes / bandwidth
+    return assumptions.COLLECTIVE_START_S + _ring_gather(chip, gathered_bytes, group)
 
 
 def reduce_scatter(chip: Chip, input_bytes: float, group: Group) -> float:
@@ -59,12 +88,13 @@ def reduce_scatter(chip: Chip, input_bytes: float, group: Group) -> float:
 
 
 def send_recv(chip: Chip, nbytes: float, across_instances: bool, concurrent: int = 1) -> float:
+    """A point-to-point transfer (pipeline stages): one DMA transfer, no collective launch."""
     if nbytes <= 0:
         return 0.0
-    placement = Group(ranks=2, ranks_per_instance=1 if across_instances else 2, concurrent_groups=concurrent)
-    step, bandwidth = _link(chip, placement) if across_instances else (
-        chip.core.dma_fixed_latency_ns * 1e-9, chip.neuronlink_bytes_per_s_per_direction)
-    return step + nbytes / bandwidth
+    step = chip.core.dma_fixed_latency_ns * 1e-9
+    if across_instances:
+        return step + assumptions.EFA_LATENCY_S + nbytes / (chip.efa_bytes_per_s / concurrent)
+    return step + nbytes / chip.neuronlink_bytes_per_s_per_direction
 
 
 KINDS = {"all_reduce": all_reduce, "all_gather": all_gather, "reduce_scatter": reduce_scatter}
@@ -83,10 +113,13 @@ C10D_ALGORITHMS = {
 
 
 def c10d_seconds(chip: Chip, kind: str, nbytes: float, ranks: int) -> float:
-    """One call of a c10d collective among `ranks` processes of one job, one NeuronCore each."""
+    """One call of a c10d collective among `ranks` processes of one job, one NeuronCore each, issued on
+    its own (an eager call, nccom-test): it pays the runtime's collective launch on top of its steps."""
     if kind in ("send", "recv"):
         return send_recv(chip, nbytes, across_instances=ranks > chip.cores_per_instance)
+    if ranks <= 1:
+        return 0.0
     group = Group(ranks, min(ranks, chip.cores_per_instance))
     if kind == "barrier":   # a zero-byte all-reduce: latency only
-        return 2 * math.ceil(math.log2(max(ranks, 2))) * _link(chip, group)[0] if ranks > 1 else 0.0
-    return C10D_ALGORITHMS[kind](chip, nbytes, group)
+        return assumptions.COLLECTIVE_LAUNCH_S + assumptions.COLLECTIVE_START_S + _steps(ranks) * _link(chip)[0]
+    return assumptions.COLLECTIVE_LAUNCH_S + C10D_ALGORITHMS[kind](chip, nbytes, group)

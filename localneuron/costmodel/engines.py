@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from localneuron.costmodel import tiles
-from localneuron.costmodel.assumptions import TENSOR_ENGINE_EFFICIENCY
+from localneuron.costmodel import assumptions
 from localneuron.costmodel.hardware import Chip
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
@@ -70,7 +70,13 @@ class Free:
     """Allocation or metadata only: nothing runs."""
 
 
-REDUCTION, MOVEMENT, FREE = Reduction(), Movement(), Free()
+@dataclass(frozen=True)
+class Conversion(Elementwise):
+    """A dtype conversion: one VectorE pass when it runs alone; inside a fused loop of a compiled graph
+    the neighbouring instruction converts as it reads or writes, so it costs nothing there."""
+
+
+REDUCTION, MOVEMENT, FREE, CONVERSION = Reduction(), Movement(), Free(), Conversion(vector=1)
 _rules: dict = {}
 
 
@@ -78,6 +84,11 @@ def use_rules(rules: dict) -> None:
     """rules: "aten::name" -> its rule; ops not named are element-wise VectorE work."""
     _rules.clear()
     _rules.update(rules)
+
+
+def rule(name: str):
+    """The rule `name` is priced by (None: element-wise VectorE work)."""
+    return _rules.get(name)
 
 
 @dataclass
@@ -172,5 +183,5 @@ def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
         work.flops += 2.0 * batch * m * k * n
     for engine in ENGINES:
         seconds = cycles[engine] / (core.clock_ghz[engine] * 1e9) / chip.lnc
-        work.engine_s[engine] = seconds / TENSOR_ENGINE_EFFICIENCY if engine == "tensor" else seconds
+        work.engine_s[engine] = seconds / assumptions.TENSOR_ENGINE_EFFICIENCY if engine == "tensor" else seconds
     return work

@@ -1,14 +1,14 @@
 """Time of eager ops and of compiled graphs on one logical NeuronCore.
 
 Eager: every op is its own executable (one launch), reads its inputs from HBM and writes its outputs
-back. Compiled: a graph is one launch; only its inputs, its outputs and the intermediates too large to
-stay in SBUF cross HBM (assumptions.py). A CPU fallback pays two launches and the host link both ways.
+back. Compiled: a graph is one launch, tiled along its rows: only its inputs and outputs cross HBM, and
+consecutive element-wise ops run as one loop whose engines overlap (assumptions.py). A CPU fallback
+pays two launches and the host link both ways.
 """
 from dataclasses import dataclass
 
-from localneuron.costmodel import tiles
-from localneuron.costmodel.assumptions import SBUF_SHARE_FOR_INTERMEDIATES
-from localneuron.costmodel.engines import op_work, tensor_bytes
+from localneuron.costmodel import engines, tiles
+from localneuron.costmodel.engines import OpWork, op_work, tensor_bytes
 from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
 
@@ -26,33 +26,24 @@ def eager_seconds(chip: Chip, name: str, inputs: list, outputs: list, on_host: b
     return eager_op(chip, name, inputs, outputs, on_host).total
 
 
-def _sbuf_limit(chip: Chip) -> float:
-    return SBUF_SHARE_FOR_INTERMEDIATES * chip.core.sbuf_bytes * chip.lnc
-
-
-def _in_graph(chip: Chip, name: str, inputs: list, outputs: list, moved: int, memory: float | None = None) -> Breakdown:
-    """An op inside a compiled graph that moves `moved` bytes between HBM and SBUF (in `memory` seconds
-    when not all at the sustained rate): no launch of its own; its engines wait on their dependency
-    latency, a transfer on the fixed DMA latency."""
-    work = op_work(chip, name, inputs, outputs)
+def _in_graph(chip: Chip, work: OpWork, memory: float) -> Breakdown:
+    """A unit of a compiled graph (an op, or a fused loop of element-wise ops) whose engines are busy
+    for `work` and whose HBM traffic takes `memory` seconds: no launch of its own; its engines wait on
+    their dependency latency, a transfer on the fixed DMA latency."""
     compute = work.compute_s
     if compute > 0:
         compute += tiles.DEPENDENCY_LATENCY / (chip.core.clock_ghz[work.busiest] * 1e9)
-    if memory is None:
-        memory = moved / chip.memory_bytes_per_s_per_core
-    if moved:
+    if memory > 0:
         memory = max(memory, chip.core.dma_fixed_latency_ns * 1e-9)
     return Breakdown(compute=compute, memory=max(0.0, memory - compute))
 
 
 def fused_seconds(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False) -> float:
-    """The op as one node of a compiled graph whose operands are intermediates of the graph: only
-    operands too large for SBUF cross HBM (what compiling the op's neighbourhood would give)."""
+    """The op as one node of a compiled graph whose operands are intermediates of the graph: nothing
+    crosses HBM (what compiling the op's neighbourhood would give)."""
     if on_host:
         return eager_seconds(chip, name, inputs, outputs, on_host)
-    limit = _sbuf_limit(chip)
-    moved = sum(tensor_bytes(t) for t in list(inputs) + list(outputs) if tensor_bytes(t) > limit)
-    return _in_graph(chip, name, inputs, outputs, moved).total
+    return _in_graph(chip, op_work(chip, name, inputs, outputs), 0.0).total
 
 
 @dataclass(frozen=True)
@@ -65,40 +56,74 @@ class GraphOp:
     on_host: bool = False
 
 
-def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict | None = None) -> Breakdown:
+def _fuses(name: str) -> bool:
+    """Element-wise, row-wise and data-movement ops join a fused loop; matmuls and attention do not."""
+    return not isinstance(engines.rule(name), (engines.Matmul, engines.Attention))
+
+
+class _Loop:
+    """Consecutive fusible ops of a graph: one loop over row tiles in which VectorE, ScalarE, GpSimd and
+    the DMA queues work at once, so the loop costs its busiest engine (or its HBM traffic)."""
+    def __init__(self):
+        self.work, self.memory, self.converts, self.computes = OpWork(), 0.0, OpWork(), False
+
+    def add(self, name: str, work: OpWork, memory: float) -> None:
+        conversion = isinstance(engines.rule(name), engines.Conversion)
+        target = self.converts if conversion else self.work
+        for engine, seconds in work.engine_s.items():
+            target.engine_s[engine] += seconds
+        self.computes |= not conversion and work.compute_s > 0
+        self.memory += memory
+
+    def close(self, chip: Chip) -> Breakdown:
+        # a conversion rides along in its neighbour's read or write, unless it is all the loop does
+        return _in_graph(chip, self.work if self.computes else self.converts, self.memory)
+
+
+def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict | None = None,
+          stored: dict | None = None) -> Breakdown:
     """A compiled graph: one launch; `outputs` are the keys of tensors that must reach HBM (results,
-    activations saved for the backward, gradients). A CPU-fallback op splits the graph: it pays the
-    host link for its operands, and the rest of the graph one more launch. `descriptor_bytes` names
-    graph inputs whose layout only allows DMA descriptors that small (key -> bytes; a KV cache)."""
-    descriptor_bytes = descriptor_bytes or {}
-    sbuf_limit = _sbuf_limit(chip)
-    produced = {key for op in ops for key, _ in op.outputs}
-    read_once = set()
+    activations saved for the backward, gradients). The compiler tiles the graph along its rows, so an
+    intermediate stays on chip however large: only graph inputs (read once) and outputs cross HBM, and
+    a data-movement op reads no more than it writes (an embedding reads the rows it gathers).
+    Consecutive element-wise ops are one fused loop (_Loop); a matmul or attention op is a unit of
+    its own. A CPU-fallback op splits the graph: it pays the host link for its operands, and the rest
+    of the graph one more launch. `descriptor_bytes` names graph inputs whose layout only allows DMA
+    descriptors that small (key -> bytes; a KV cache), `stored` those kept narrower in HBM than the
+    graph computes with (key -> stored bytes; weight-only quantized weights, widened as they are read)."""
+    descriptor_bytes, stored = descriptor_bytes or {}, stored or {}
+    produced = set()   # keys some earlier op of the graph wrote: what a later op reads is on chip
+    read, written = set(), set()
     total = Breakdown(launches=chip.launch_overhead_s)
+    loop = _Loop()
     for op in ops:
         if op.on_host:
+            total += loop.close(chip)
+            loop = _Loop()
             moved = sum(tensor_bytes(t) for _, t in op.inputs) + sum(tensor_bytes(t) for _, t in op.outputs)
             total.host += moved / chip.host_link_bytes_per_s
             total.launches += chip.launch_overhead_s    # the graph continues as a second piece
             continue
-        moved, memory = 0, 0.0
+        memory = 0.0
+        for key, t in op.outputs:   # a result reaches HBM once, however many ops update it
+            if key in outputs and key not in written:
+                written.add(key)
+                memory += chip.hbm_transfer_s(tensor_bytes(t))
+        cap = sum(tensor_bytes(t) for _, t in op.outputs) if isinstance(engines.rule(op.name), engines.Movement) \
+            else float("inf")
         for key, t in op.inputs:
-            size = tensor_bytes(t)
-            spilled = size > sbuf_limit
-            if key not in produced and (key not in read_once or spilled):
-                moved += size           # a graph input, read from HBM (again, if it cannot stay in SBUF)
-                memory += chip.hbm_transfer_s(size, descriptor_bytes.get(key))
-                read_once.add(key)
-            elif key in produced and spilled:
-                moved += size           # a spilled intermediate read back
-                memory += chip.hbm_transfer_s(size)
-        for key, t in op.outputs:
-            size = tensor_bytes(t)
-            if key in outputs or size > sbuf_limit:
-                moved += size
-                memory += chip.hbm_transfer_s(size)
-        total += _in_graph(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs], moved, memory)
-    return total
+            if key not in produced and key not in read:
+                read.add(key)
+                memory += chip.hbm_transfer_s(min(stored.get(key, tensor_bytes(t)), cap), descriptor_bytes.get(key))
+        produced.update(key for key, _ in op.outputs)
+        work = op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs])
+        if _fuses(op.name):
+            loop.add(op.name, work, memory)
+            continue
+        total += loop.close(chip)
+        loop = _Loop()
+        total += _in_graph(chip, work, memory)
+    return total + loop.close(chip)
 
 
 def eager_sequence(chip: Chip, ops: list[GraphOp]) -> Breakdown:

@@ -16,15 +16,15 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from localneuron.costmodel import collectives
-from localneuron.costmodel import ops as cost_ops
+from dataclasses import replace
+
 from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.hardware import Chip
-from localneuron.costmodel.time import Breakdown
 from localneuron.estimate import plan, tensor_parallel
 from localneuron.estimate.hf import cache_tensors
 from localneuron.estimate.layout import Layout
-from localneuron.estimate.trace import Trace, cast, fake_device
+from localneuron.estimate.trace import Trace, cast
+from localneuron.estimate.traced import EMPTY, Graphs, TracedModule
 
 
 def load(spec: str):
@@ -70,11 +70,6 @@ def _loss(out):
     return first if first.dim() == 0 else first.float().sum()
 
 
-def estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> dict:
-    with fake_device():
-        return _estimate(spec, chip, layout, request)
-
-
 def _stage_blocks(model: torch.nn.Module, pp: int) -> torch.nn.ModuleList | None:
     """The layer stack pipeline stages split: the model's largest nn.ModuleList."""
     if pp == 1:
@@ -100,7 +95,34 @@ def _decode(model, inputs):
     return cache
 
 
-def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> dict:
+def _traced(chip: Chip, trace: Trace, phases: dict, parameters: list, collected: dict, saved_bytes: int) -> TracedModule:
+    """The module as the trace saw it: `phases` names the trace phases that are its forward and backward."""
+    def graph(name):
+        if name is None:
+            return [], set()
+        phase = trace.phases[max(i for i, p in enumerate(trace.phases) if p.name == name)]
+        consumed, produced, updated = set(), set(), set()
+        for op in phase.ops:   # results nothing consumes, and graph inputs updated in place, reach HBM
+            consumed.update(key for key, _ in op.inputs)
+            updated.update(key for key, _ in op.outputs if key in consumed and key not in produced)
+            produced.update(key for key, _ in op.outputs)
+        return phase.ops, {key for key in produced if key not in consumed} | updated
+    forward, forward_outputs = graph(phases["forward"])
+    backward, backward_outputs = graph(phases.get("backward"))
+    flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops for op in forward)
+    return TracedModule(chip, Graphs(forward, forward_outputs, backward, backward_outputs), collected,
+                        sum(p.numel() for p in parameters), sum(p.numel() * p.element_size() for p in parameters),
+                        saved_bytes, 0, trace.fallback_ops, trace.computed_in_32bit, flops)
+
+
+def _phase_collectives(trace: Trace, names: dict) -> dict:
+    return {role: trace.collectives_of_last(name) for role, name in names.items() if name}
+
+
+def estimate(spec: str, layout: Layout, request: plan.Request) -> tuple[dict, dict]:
+    """(what the model is, the schedule's result): the factory's model traced whole, as one compiled
+    graph per phase; pipeline stages split it evenly (each a 1/pp share of the traced step)."""
+    chip, pp = layout.chip, layout.pp
     model, inputs = build(load(spec), plan.DTYPES[request.dtype])
     tp_plan = tensor_parallel.declared_plan(model)
     if layout.tp > 1 and not tp_plan:
@@ -108,7 +130,7 @@ def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> d
                          "'rowwise'} (transformers' convention) naming its column- and row-parallel nn.Linear layers")
     tensor_parallel.shard_linears(model, tp_plan, layout.tp)
     tensor_parallel.add_collectives(model, tp_plan, layout.tp)
-    blocks = _stage_blocks(model, layout.pp)
+    blocks = _stage_blocks(model, pp)
     boundary = []
     if blocks is not None:
         blocks[0].register_forward_hook(lambda m, a, out: boundary.append(tree_flatten(out)[0][0]))
@@ -124,6 +146,7 @@ def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> d
             for step in range(2):   # the second step runs with the optimizer state allocated, like every later one
                 if step:
                     trace.begin("forward")
+                    trace.release_dead()
                     trace.peak_bytes = trace.live_bytes
                 loss = _loss(model(*inputs))
                 trace.begin("backward")
@@ -141,90 +164,33 @@ def _estimate(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> d
                     cache_bytes = sum(t.numel() * t.element_size() for t in cache_tensors(cache))
                 else:
                     model(*inputs)
-    phases = {"train": ("forward", "backward", "optimizer"), "prefill": ("forward",),
-              "decode": ("forward", "decode")}[request.mode]
-    last = {name: max(i for i, p in enumerate(trace.phases) if p.name == name) for name in phases}
-    eager, compiled = {}, {}
-    for name in phases:
-        phase = trace.phases[last[name]]
-        consumed = {key for op in phase.ops for key, _ in op.inputs}
-        outputs = {key for op in phase.ops for key, _ in op.outputs if key not in consumed}
-        eager[name] = cost_ops.eager_sequence(chip, phase.ops)
-        compiled[name] = cost_ops.graph(chip, phase.ops, outputs) + Breakdown(collectives=sum(
-            collectives.KINDS[kind](chip, nbytes, layout.tensor_group()) for kind, nbytes in phase.collectives))
     parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
     batch = next((t.shape[0] for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.dim()), 1)
     boundary_bytes = boundary[-1].numel() * boundary[-1].element_size() if boundary else 0
-    pp = layout.pp
-    result = {"model": {"factory": spec, "parameters": sum(p.numel() for p in parameters) * layout.tp,
-                        "rank_parameters": sum(p.numel() for p in parameters), "tp_plan": tp_plan},
-              "target": chip.name,
-              "layout": {"nodes": layout.nodes, "tp": layout.tp, "pp": pp, "dp": layout.dp, "world": layout.world,
-                         "cores_per_node": chip.cores_per_instance},
-              "request": {"mode": request.mode, "dtype": request.dtype, "batch": batch}}
-    across = layout.stage_boundary_crosses_instances()
     if train:
-        global_batch = request.global_batch or batch * layout.dp
-        if global_batch % (batch * layout.dp):
-            raise plan.RequestError(f"--global-batch {global_batch} is not a multiple of the example inputs' batch x "
-                                    f"dp = {batch} x {layout.dp}")
-        micro = global_batch // (batch * layout.dp)
-        stage = (compiled["forward"] + compiled["backward"]).scaled(1 / pp)
-        if pp > 1:
-            stage.collectives += 2 * collectives.send_recv(chip, boundary_bytes, across)
-        step = stage.scaled(micro)
-        step.pipeline_bubble = (pp - 1) * stage.total
-        step += compiled["optimizer"].scaled(1 / pp)
-        if layout.dp > 1:
-            step.collectives += collectives.all_reduce(chip, parameter_bytes / pp, layout.data_group())
-        flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
-                    for name in ("forward", "backward") for op in trace.phases[last[name]].ops)
-        result.update(step_s=step.total, seq_per_s=global_batch / step.total,
-                      mfu=flops * micro * layout.dp * layout.tp / step.total / (layout.world * chip.bf16_flops_per_core),
-                      micro_batches_per_step=micro, breakdown=step.as_dict(),
-                      eager_s=sum(e.total for e in eager.values()))
+        request = replace(request, micro_batch=batch)
+        phases = {"forward": "forward", "backward": "backward"}
         fixed = 4 * parameter_bytes   # parameters, gradients, AdamW's two moments
-        activations = max(0, trace.peak_bytes - fixed)
-        memory = {"parameters": parameter_bytes // pp, "gradients": parameter_bytes // pp,
-                  "optimizer_state": 2 * parameter_bytes // pp,
-                  "activations": activations * min(pp, micro) // pp, "kv_cache": 0}
+        whole = _traced(chip, trace, phases, parameters, _phase_collectives(trace, phases),
+                        max(0, trace.peak_bytes - fixed))
+        step = _traced(chip, trace, {"forward": "optimizer"}, [], {}, 0)
+        stack = plan.Stack([(whole.scaled(1 / pp), pp)], EMPTY, EMPTY, boundary_bytes, whole.flops * layout.tp,
+                           optimizer=step.scaled(1 / pp))
+        result = plan.schedule_train(stack, layout, request)
     else:
-        for name in phases:   # one request goes through the stages one after the other
-            if pp > 1:
-                compiled[name].collectives += (pp - 1) * collectives.send_recv(chip, boundary_bytes, across)
-        first = compiled["forward"]
-        result.update(ttft_s=first.total, breakdown=first.as_dict(), eager_s=eager["forward"].total)
+        request = replace(request, batch=batch)
+        activations = max(0, trace.peak_bytes - parameter_bytes - cache_bytes)
+        prefill = _traced(chip, trace, {"forward": "forward"}, parameters,
+                          _phase_collectives(trace, {"forward": "forward"}), 0)
+        prefill.workspace_bytes = activations
+        stacks = [plan.Stack([(prefill.scaled(1 / pp), pp)], EMPTY, EMPTY, boundary_bytes, prefill.flops * layout.tp)]
         if request.mode == "decode":
-            result.update(tpot_s=compiled["decode"].total, breakdown=compiled["decode"].as_dict(),
-                          prefill_breakdown=first.as_dict(), eager_s=eager["decode"].total)
-        memory = {"parameters": parameter_bytes // pp, "gradients": 0, "optimizer_state": 0,
-                  "activations": max(0, trace.peak_bytes - parameter_bytes - cache_bytes), "kv_cache": cache_bytes // pp}
-    memory["total"] = sum(memory.values())
-    capacity = chip.hbm_bytes_per_core
-    result.update({
-        "hbm_per_core_bytes": memory, "hbm_capacity_per_core_bytes": capacity, "fits": memory["total"] <= capacity,
-        "ops": {"cpu_fallbacks": dict(trace.fallback_ops), "computed_in_32bit": dict(trace.computed_in_32bit)},
-        "assumptions": plan.assumptions() + [
-            "--model-fn: pipeline stages split the traced step evenly (the blocks of the model's largest "
-            "nn.ModuleList); one stage's block output crosses each boundary"]})
-    return result
-
-
-def summary(e: dict) -> str:
-    req = e["request"]
-    seconds = e[{"train": "step_s", "prefill": "ttft_s", "decode": "tpot_s"}[req["mode"]]]
-    what = {"train": "training step", "prefill": "forward", "decode": "decode step"}[req["mode"]]
-    lines = [f"localneuron estimate: {e['model']['factory']} ({e['model']['parameters']:,} parameters) on {e['target']}, "
-             f"{req['mode']}, {req['dtype']}, batch {req['batch']} (an estimate from the cost model, not a measurement)",
-             f"  estimated device time of one {what}: eager {seconds_text(e['eager_s'])}, "
-             f"as compiled graphs {seconds_text(seconds)}"]
-    hbm = e["hbm_per_core_bytes"]
-    lines.append(f"  HBM per NeuronCore (peak): {hbm['total'] / (1 << 20):.1f} MiB of "
-                 f"{e['hbm_capacity_per_core_bytes'] / (1 << 30):.2f} GiB -> {'fits' if e['fits'] else 'DOES NOT FIT'}")
-    if e["ops"]["cpu_fallbacks"]:
-        lines.append("  CPU fallbacks: " + ", ".join(f"{k} x{v}" for k, v in e["ops"]["cpu_fallbacks"].items()))
-    return "\n".join(lines)
-
-
-def seconds_text(s: float) -> str:
-    return f"{s * 1e3:.3f} ms" if s < 10 else f"{s:.2f} s"
+            step = _traced(chip, trace, {"forward": "decode"}, parameters,
+                           _phase_collectives(trace, {"forward": "decode"}), 0)
+            stacks.append(plan.Stack([(step.scaled(1 / pp), pp)], EMPTY, EMPTY, boundary_bytes, step.flops * layout.tp))
+        result = plan.schedule_inference(stacks[0], stacks[1] if len(stacks) > 1 else None, layout, request,
+                                         cache_bytes // pp)
+    model_info = {"model_type": "factory", "factory": spec, "built_with": f"the factory {spec} (traced whole)",
+                  "parameters": sum(p.numel() for p in parameters) * layout.tp,
+                  "rank_parameters": sum(p.numel() for p in parameters), "tp_plan": tp_plan, "batch": batch}
+    return model_info, result

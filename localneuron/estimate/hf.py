@@ -1,7 +1,7 @@
-"""`--hf-config` with transformers installed (the `hf` extra): the model is the one
-AutoModelForCausalLM.from_config builds, as fake neuron tensors (no weights, no network), traced op by op
-with the device's routing. Any causal LM transformers knows works this way, not only the Llama and GPT
-families localneuron's own builder writes.
+"""`--hf-config --as-written` (the `hf` extra): the model is the one AutoModelForCausalLM.from_config
+builds, as fake neuron tensors (no weights, no network), traced op by op with the device's routing: the
+model priced exactly as its own code runs (its attention path, its recompute), where the default path
+prices the tuned recipe (recipe.py). Any causal LM transformers knows works this way.
 
 Tensor parallelism follows the model's own plan (transformers' `base_model_tp_plan`): each rank's shard
 is built from a per-rank config (heads, kv heads -- replicated when fewer than the ranks --, MLP and
@@ -18,10 +18,10 @@ import torch
 from torch import nn
 
 from localneuron.estimate import tensor_parallel
-from localneuron.estimate.architecture import ConfigError
+from localneuron.estimate.architecture import ConfigError, text_config
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.plan import DTYPES, Request, Stack, micro_batches, schedule_inference, schedule_train
-from localneuron.estimate.traced import EMPTY, difference, mean, trace_module
+from localneuron.estimate.traced import EMPTY, difference, trace_module
 
 # config field -> what it counts; each is split over the tensor-parallel ranks (rounded up)
 SHARDED_FIELDS = {
@@ -41,6 +41,7 @@ def available() -> bool:
 def hf_config(config: dict):
     import transformers
 
+    config = text_config(config)   # a multimodal config's language model (Llama-4)
     fields = {k: v for k, v in config.items() if k not in ("architectures", "auto_map", "quantization_config")}
     if not isinstance(fields.get("model_type"), str):
         raise ConfigError("config.json has no model_type; it is not a Hugging Face model config")
@@ -59,18 +60,33 @@ def _layer_count(config) -> int:
     return layers
 
 
+def _moe_layers(config, layers: int) -> list:
+    """Per layer: True where the MLP is the mixture of experts, False where it is dense, None for a
+    config that does not mix them (Llama-4 alternates by moe_layers, Qwen-MoE by decoder_sparse_step
+    and mlp_only_layers)."""
+    moe = getattr(config, "moe_layers", None)
+    if isinstance(moe, (list, tuple)):
+        return [i in set(moe) for i in range(layers)]
+    if hasattr(config, "decoder_sparse_step") or hasattr(config, "mlp_only_layers"):
+        step = getattr(config, "decoder_sparse_step", None) or 1
+        dense = set(getattr(config, "mlp_only_layers", None) or ())
+        return [i not in dense and (i + 1) % step == 0 for i in range(layers)]
+    return [None] * layers
+
+
 def layer_kinds(config) -> dict:
-    """Kind of layer -> how many the model has: one kind, unless the config lists `layer_types`
-    (sliding-window and full attention layers mixed, for instance)."""
-    types = getattr(config, "layer_types", None)
-    if not types:
-        return {None: _layer_count(config)}
-    if len(types) != _layer_count(config):
-        raise ConfigError(f"config lists {len(types)} layer_types for num_hidden_layers={_layer_count(config)}")
-    return {kind: types.count(kind) for kind in dict.fromkeys(types)}
+    """Kind of layer, (attention type, MoE or dense MLP), -> how many the model has: one kind, unless
+    the config lists `layer_types` (sliding-window and full attention layers mixed, for instance) or
+    mixes dense and mixture-of-experts layers (priced layer by layer)."""
+    layers = _layer_count(config)
+    types = getattr(config, "layer_types", None) or [None] * layers
+    if len(types) != layers:
+        raise ConfigError(f"config lists {len(types)} layer_types for num_hidden_layers={layers}")
+    kinds = list(zip(types, _moe_layers(config, layers)))
+    return {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
 
 
-def rank_config(config, tp: int, layers: int, kind=None):
+def rank_config(config, tp: int, layers: int, kind=(None, None)):
     """The config of one tensor-parallel rank's shard of a model cut to `layers` layers (of one kind)."""
     plan = getattr(config, "base_model_tp_plan", None) or {}
     if tp > 1 and not plan:
@@ -79,8 +95,15 @@ def rank_config(config, tp: int, layers: int, kind=None):
                           f"running without transformers")
     shard = copy.deepcopy(config)
     shard.num_hidden_layers = layers
+    attention, moe = kind
     if getattr(shard, "layer_types", None):
-        shard.layer_types = [kind or shard.layer_types[0]] * layers
+        shard.layer_types = [attention or shard.layer_types[0]] * layers
+    if isinstance(getattr(shard, "no_rope_layers", None), list):
+        shard.no_rope_layers = shard.no_rope_layers[:1] * layers
+    if moe is not None and isinstance(getattr(shard, "moe_layers", None), (list, tuple)):
+        shard.moe_layers = list(range(layers)) if moe else []
+    elif moe is not None:
+        shard.mlp_only_layers, shard.decoder_sparse_step = ([] if moe else list(range(layers))), 1
     if tp == 1:
         return shard
     heads = config.num_attention_heads
@@ -93,6 +116,10 @@ def rank_config(config, tp: int, layers: int, kind=None):
             setattr(shard, name, math.ceil(value / tp))
     if any(name.split(".")[-1] in VOCABULARY_MODULES for name in _model_plan(config)):
         shard.vocab_size = math.ceil(config.vocab_size / tp)
+        # the padding row belongs to one rank's slice of the vocabulary: on this rank it is row 0 or none
+        pad = getattr(shard, "pad_token_id", None)
+        if isinstance(pad, int) and not 0 <= pad < shard.vocab_size:
+            shard.pad_token_id = pad % shard.vocab_size
     return shard
 
 
@@ -144,7 +171,8 @@ def _ids(batch: int, length: int) -> torch.Tensor:
     return torch.zeros(batch, length, dtype=torch.int64, device="neuron")
 
 
-def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: int, context: int, kind=None) -> tuple:
+def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: int, context: int,
+           kind=(None, None)) -> tuple:
     """(traced model of `layers` layers of one kind, its cache's bytes per layer and token)"""
     dtype = DTYPES[request.dtype]
     model = build(rank_config(config, layout.tp, layers, kind), dtype)
@@ -167,8 +195,8 @@ def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: in
 
 
 def stack(config, layout: Layout, request: Request, new_tokens: int, context: int = 0) -> tuple[Stack, float]:
-    """The model as a pipeline sees it, from traces of one and two layers of each kind (a mix of kinds is
-    priced as their average layer); and the cache bytes per layer and token."""
+    """The model as a pipeline sees it, from traces of one and two layers of each kind (a pipeline
+    stage holds an even share of each kind); and the cache bytes per layer and token."""
     layers = _layer_count(config)
     kinds, rest, cached = [], None, 0.0
     for kind, count in layer_kinds(config).items():
@@ -178,11 +206,10 @@ def stack(config, layout: Layout, request: Request, new_tokens: int, context: in
         if rest is None:
             rest = difference(one, kinds[0][0])
         cached += cached_by_kind * count / layers
-    layer = kinds[0][0] if len(kinds) == 1 else mean(kinds)
     batch = request.micro_batch if request.mode == "train" else request.batch
     dtype = DTYPES[request.dtype]
-    forward_flops = (layer.flops * layers + rest.flops) * layout.tp
-    return Stack(layers, layer, EMPTY, rest, boundary_bytes=batch * new_tokens * config.hidden_size * dtype.itemsize,
+    forward_flops = (sum(layer.flops * n for layer, n in kinds) + rest.flops) * layout.tp
+    return Stack(kinds, EMPTY, rest, boundary_bytes=batch * new_tokens * config.hidden_size * dtype.itemsize,
                  model_flops=forward_flops), cached
 
 

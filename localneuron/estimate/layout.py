@@ -7,6 +7,9 @@ from localneuron.costmodel.collectives import Group
 from localneuron.costmodel.hardware import Chip
 
 
+MAX_NODES = 1 << 16   # instances: beyond any cluster (and the estimate's integer shapes)
+
+
 class LayoutError(ValueError):
     """The requested parallel layout does not fit the requested instances."""
 
@@ -22,8 +25,11 @@ class Layout:
     @classmethod
     def make(cls, chip: Chip, nodes: int, tp: int = 1, pp: int = 1, dp: int | None = None) -> "Layout":
         for name, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp)) + ((("--dp", dp),) if dp is not None else ()):
-            if value < 1:
-                raise LayoutError(f"{name} must be at least 1, got {value}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LayoutError(f"{name} must be a positive integer, got {value!r}")
+        if nodes > MAX_NODES:
+            raise LayoutError(f"--nodes {nodes}: more instances than any cluster has (at most {MAX_NODES}); give the "
+                              f"number of {chip.name} instances of the run")
         world = nodes * chip.cores_per_instance
         if world % (tp * pp):
             raise LayoutError(f"{nodes} {chip.name} instance(s) have {world} NeuronCores, not a multiple of "

@@ -1,37 +1,118 @@
-"""Runs an estimate from a model description and a layout, and renders the answer."""
-from localneuron.costmodel.hardware import Chip
-from localneuron.estimate import plan
+"""The one pipeline of `localneuron estimate`: a model source (the tuned recipe from a config's
+architecture, the model transformers builds as its code runs, a --model-fn factory) makes the stacks,
+the schedules in plan.py price them, and _answer makes the one result every renderer reads."""
+import dataclasses
+
+from localneuron.costmodel.hardware import Chip, chip
+from localneuron.estimate import plan, recipe, trust
 from localneuron.estimate.architecture import Architecture
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.trace import fake_device
+from localneuron.costmodel import assumptions
 
-MODES = ("train", "prefill", "decode")
+
+def target_chip(name: str, lnc: int | None = None) -> Chip:
+    """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
+    core where the hardware has that many."""
+    target = chip(name)
+    if lnc is None or lnc == target.lnc:
+        return target
+    if lnc not in (1, 2) or target.physical_cores % lnc:
+        raise ValueError(f"--lnc {lnc}: {target.name} groups its {target.physical_cores} NeuronCores per chip by 1 or 2")
+    if target.name == "trn1":
+        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
+    return dataclasses.replace(target, lnc=lnc)
 
 
-def _check_mode(request: plan.Request) -> None:
-    if request.mode not in MODES:
-        raise plan.RequestError(f"--mode must be one of {MODES}, got {request.mode!r}")
+class Prepared:
+    """A model traced for one request, ready to be priced (again, when the calibration refits an
+    assumption): answer() schedules its stacks under the assumptions as they stand."""
+    def __init__(self, model: dict, chip: Chip, layout: Layout, request: plan.Request, schedule):
+        self.model, self.chip, self.layout, self.request, self._schedule = model, chip, layout, request, schedule
+
+    def answer(self) -> dict:
+        return _answer(dict(self.model), self._schedule(), self.chip, self.layout, self.request)
+
+
+def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> Prepared:
+    """The default path: the model as a tuned TorchNeuron recipe runs it (recipe.py), traced."""
+    with fake_device():
+        if request.mode == "train":
+            stack = recipe.train_stack(arch, layout, request)
+
+            def schedule():
+                return plan.schedule_train(stack, layout, request)
+        else:
+            # the recipe runs the prompt sequence parallel when that is faster (long prompts: the norms
+            # shrink by tp; short ones: the ring all-gathers' latency outweighs it)
+            prompts = [recipe.inference_stack(arch, layout, request, request.input_len, 0, sequence_parallel)
+                       for sequence_parallel in ((False, True) if layout.tp > 1 else (False,))]
+            decode = None
+            total = request.input_len
+            if request.mode == "decode":
+                decode = recipe.inference_stack(arch, layout, request, 1, request.input_len + request.output_len // 2)
+                total += request.output_len
+            kv_cache = recipe.kv_cache_bytes(arch, layout, request, total)
+
+            def schedule():
+                prefill = min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
+                return plan.schedule_inference(prefill, decode, layout, request, kv_cache)
+    model = {"model_type": arch.model_type, "built_with": "localneuron's builder: the model as a tuned recipe runs it",
+             "recipe": recipe.describe(request), "parameters": arch.parameters, "layers": arch.layers,
+             "hidden_size": arch.hidden, "heads": arch.heads, "kv_heads": arch.kv_heads, "vocab_size": arch.vocab,
+             "experts": arch.experts.count if arch.experts else 0,
+             "moe_layers": len(arch.moe_layers), "active_parameters": arch.active_parameters}
+    return Prepared(model, chip, layout, request, schedule)
 
 
 def estimate(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> dict:
-    """With localneuron's own Megatron-style builder (Llama and GPT families)."""
-    _check_mode(request)
-    with fake_device():
-        result = plan.train(arch, layout, request) if request.mode == "train" else plan.inference(arch, layout, request)
-    model = {"model_type": arch.model_type, "built_with": "localneuron's Megatron-style builder",
-             "parameters": arch.parameters, "layers": arch.layers, "hidden_size": arch.hidden, "heads": arch.heads,
-             "kv_heads": arch.kv_heads, "vocab_size": arch.vocab}
-    return _answer(model, result, chip, layout, request)
+    return prepare(arch, chip, layout, request).answer()
 
 
 def estimate_hf(config: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:
-    """With the model transformers builds from the config (any causal LM it knows)."""
+    """--as-written: the model transformers builds from the config, priced as its own code runs."""
     from localneuron.estimate import hf
 
-    _check_mode(request)
     with fake_device():
         model, result = hf.estimate(config, layout, request)
     return _answer(model, result, chip, layout, request)
+
+
+def estimate_factory(spec: str, chip: Chip, layout: Layout, request: plan.Request) -> dict:
+    """--model-fn: any PyTorch model the factory returns, traced whole."""
+    from localneuron.estimate import factory
+
+    with fake_device():
+        model, result = factory.estimate(spec, layout, request)
+    return _answer(model, result, chip, layout, request)
+
+
+def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int, lnc: int | None = None) -> dict:
+    """--script: the user's training script, run as a simulated job of `world` ranks (script.py)."""
+    from localneuron.estimate import script as script_run
+
+    priced = script_run.estimate(script, argv, chip, world, lnc)
+    groups = priced["groups"]
+    sizes = {desc.removeprefix("mesh_"): len(ranks) for desc, ranks in groups.items()}
+    model = {"model_type": "script", "built_with": f"the script {script} ({world} simulated ranks; ranks "
+             f"{', '.join(map(str, priced['ranks_executed']))} executed, the others answered for)",
+             "parameters": priced["parameters"], "groups": sizes}
+    capacity = chip.hbm_bytes_per_core
+    answer = {
+        "model": model, "target": chip.name,
+        "layout": {"nodes": nodes, "world": world, "lnc": chip.lnc, "cores_per_node": chip.cores_per_instance,
+                   "tp": sizes.get("tp", 1), "pp": priced["stages"], "dp": world // max(1, sizes.get("tp", 1) *
+                                                                             priced["stages"])},
+        "request": {"mode": "train", "dtype": "as the script sets it", "script": script, "script_args": argv},
+        "step_s": priced["step_s"], "breakdown": priced["breakdown"],
+        "collectives": priced["collectives"], "hbm_per_core_bytes": {"peak": priced["peak_bytes"],
+                                                                      "total": priced["peak_bytes"]},
+        "hbm_capacity_per_core_bytes": capacity, "fits": priced["peak_bytes"] <= capacity,
+        "ops": {"cpu_fallbacks": priced["fallbacks"], "computed_in_32bit": priced["computed_in_32bit"]},
+        "ranks": priced["rank_results"], "assumptions": assumption_lines(),
+    }
+    answer["trust"] = trust.assess(answer)
+    return answer
 
 
 def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:
@@ -44,62 +125,27 @@ def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan
             narrowed[name] = narrowed.get(name, 0) + calls
     capacity = chip.hbm_bytes_per_core
     memory = result["hbm_per_core_bytes"]
-    return {
+    answer = {
         "model": model,
         "target": chip.name,
         "layout": {"nodes": layout.nodes, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "world": layout.world,
-                   "cores_per_node": chip.cores_per_instance},
+                   "lnc": chip.lnc, "cores_per_node": chip.cores_per_instance},
         "request": {"mode": request.mode, "dtype": request.dtype, "zero1": request.zero1,
                     "recompute": request.recompute if request.mode == "train" else "none",
                     **({"micro_batch": request.micro_batch, "global_batch": result["global_batch"], "seq": request.seq}
                        if request.mode == "train" else
-                       {"batch": request.batch, "input_len": request.input_len, "output_len": request.output_len})},
+                       {"batch": request.batch, "input_len": request.input_len, "output_len": request.output_len,
+                        "weights": request.weights or request.dtype})},
         **{k: v for k, v in result.items() if k != "global_batch"},
         "hbm_capacity_per_core_bytes": capacity,
         "fits": memory["total"] <= capacity,
         "ops": {"cpu_fallbacks": fallbacks, "computed_in_32bit": narrowed},
-        "assumptions": plan.assumptions(),
+        "assumptions": assumption_lines(),
     }
+    answer["trust"] = trust.assess(answer)
+    return answer
 
 
-def _gib(n: float) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.2f} ms" if s < 10 else f"{s:.2f} s"
-
-
-def summary(e: dict) -> str:
-    m, lay, req = e["model"], e["layout"], e["request"]
-    lines = [f"localneuron estimate: {m['model_type']} {m['parameters'] / 1e9:.1f}B parameters on {lay['nodes']} "
-             f"{e['target']} node(s) ({lay['world']} NeuronCores: tp={lay['tp']} pp={lay['pp']} dp={lay['dp']}), "
-             f"{req['mode']}, {req['dtype']} (an estimate from the cost model, not a measurement)", f"  model built with {m['built_with']}"]
-    if req["mode"] == "train":
-        lines.append(f"  step {_ms(e['step_s'])}: {e['seq_per_s']:.2f} sequences/s, {e['tokens_per_s']:,.0f} tokens/s, "
-                     f"MFU {100 * e['mfu']:.1f}% (micro-batch {req['micro_batch']}, global batch {req['global_batch']}, "
-                     f"{e['micro_batches_per_step']} micro-batches per step, seq {req['seq']})")
-        total = e["step_s"]
-    else:
-        lines.append(f"  time to first token {_ms(e['ttft_s'])} (batch {req['batch']}, input {req['input_len']})")
-        total = e["ttft_s"]
-        if req["mode"] == "decode":
-            lines.append(f"  time per output token {_ms(e['tpot_s'])}: {e['tokens_per_s']:.1f} tokens/s "
-                         f"(output {req['output_len']})")
-            total = e["tpot_s"]
-    parts = ", ".join(f"{k.replace('_', ' ')} {100 * v / total:.0f}%" for k, v in e["breakdown"].items() if v > 0)
-    lines.append(f"  where the time goes: {parts}")
-    saves = e["compile_saves"]
-    lines.append(f"  estimated device time of the layers' forward: eager {_ms(saves['eager_forward_s'])}, "
-                 f"as compiled graphs {_ms(saves['compiled_forward_s'])}")
-    hbm = e["hbm_per_core_bytes"]
-    parts = ", ".join(f"{k.replace('_', ' ')} {_gib(v)}" for k, v in hbm.items() if k != "total" and v)
-    verdict = "fits" if e["fits"] else "DOES NOT FIT"
-    lines.append(f"  HBM per NeuronCore: {_gib(hbm['total'])} of {_gib(e['hbm_capacity_per_core_bytes'])} -> {verdict} "
-                 f"({parts})")
-    ops = e["ops"]
-    if ops["cpu_fallbacks"]:
-        lines.append("  CPU fallbacks: " + ", ".join(f"{k} x{v}" for k, v in ops["cpu_fallbacks"].items()))
-    if ops["computed_in_32bit"]:
-        lines.append("  64-bit ops computed in 32 bits: " + ", ".join(ops["computed_in_32bit"]))
-    return "\n".join(lines)
+def assumption_lines() -> list[str]:
+    return [f"TensorE reaches {assumptions.TENSOR_ENGINE_EFFICIENCY:.0%} of its tile rate on well-blocked matmuls "
+            "(the published NKI GEMM)", *assumptions.RULES]

@@ -52,11 +52,22 @@ class Trace(TorchDispatchMode):
             entry = (StorageWeakRef(storage), self._next_key, size)
             self._next_key += 1
             self._storages[cdata] = entry
+            if self.live_bytes + size > self.peak_bytes:
+                self.release_dead()   # a new peak only counts what is still alive (a scan only then)
             self.live_bytes += size
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return entry[1]
 
-    def _release_dead(self):
+    def resized(self, storage, nbytes: int) -> None:
+        """A storage resized in place (FSDP2 frees an unsharded parameter by resizing its storage to 0 and
+        resizes it back to all-gather into it): live bytes follow."""
+        entry = self._storages.get(storage._cdata)
+        if entry is not None and not entry[0].expired():
+            self.live_bytes += nbytes - entry[2]
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            self._storages[storage._cdata] = (entry[0], entry[1], nbytes)
+
+    def release_dead(self):
         for cdata in [c for c, (ref, _, _) in self._storages.items() if ref.expired()]:
             self.live_bytes -= self._storages.pop(cdata)[2]
 
@@ -78,6 +89,10 @@ class Trace(TorchDispatchMode):
 
     def collectives(self, name: str) -> list:
         return [c for p in self.phases if p.name == name for c in p.collectives]
+
+    def collectives_of_last(self, name: str) -> list:
+        """The collectives of the last phase called `name` (a repeated step's steady state)."""
+        return list(next(p for p in reversed(self.phases) if p.name == name).collectives)
 
     @contextlib.contextmanager
     def saving(self):
@@ -115,12 +130,16 @@ class Trace(TorchDispatchMode):
         elif kind == tracking.NATIVE_32BIT:
             self.computed_in_32bit[name] += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        self._release_dead()
+        self.record(name, inputs, outputs, on_host=kind == tracking.FALLBACK, input_keys=input_keys)
+        return out
+
+    def record(self, name: str, inputs: list, outputs: list, on_host: bool = False, input_keys=None) -> None:
+        """One op of the trace, priced by the rule its record gives `name`."""
+        input_keys = input_keys if input_keys is not None else [self.key(t) for t in inputs]
         output_keys = [self.key(t) for t in outputs]
         self.phase.ops.append(GraphOp(
             name, tuple(zip(input_keys, map(_shape_only, inputs))), tuple(zip(output_keys, map(_shape_only, outputs))),
-            on_host=kind == tracking.FALLBACK))
-        return out
+            on_host=on_host))
 
 
 def _shape_only(t: torch.Tensor) -> torch.Tensor:

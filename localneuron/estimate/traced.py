@@ -1,23 +1,42 @@
 """A module traced once on fake neuron tensors and priced as compiled graphs: its forward (and, when
-training, its backward) on one logical core, the collectives it issues, and its memory."""
+training, its backward) on one logical core, the collectives it issues, and its memory.
+
+The trace (the ops, with shapes) is kept and priced when asked, under the cost model's assumptions as
+they stand then: the calibration refits an assumption and reprices without tracing again. Combinations
+of traces (one layer as the difference of two- and one-layer models, the mean layer of a model mixing
+kinds of layers) are linear, so they are priced from their parts."""
 from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 from torch.utils._pytree import tree_flatten
 
+from localneuron.costmodel import assumptions
 from localneuron.costmodel import ops as cost_ops
 from localneuron.costmodel.engines import op_work
+from localneuron.costmodel.ops import GraphOp
 from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
 from localneuron.estimate.trace import Trace
 
 
 @dataclass
+class Graphs:
+    """The ops of a traced forward and backward, what each must write to HBM, the graph inputs read
+    with small DMA descriptors (a KV cache: key -> bytes) and those stored narrower than traced
+    (weight-only quantized weights: key -> stored bytes)."""
+    forward: list
+    forward_outputs: set
+    backward: list = field(default_factory=list)
+    backward_outputs: set = field(default_factory=set)
+    descriptors: dict = field(default_factory=dict)
+    stored: dict = field(default_factory=dict)
+
+
+@dataclass
 class TracedModule:
-    forward: Breakdown
-    backward: Breakdown
-    eager_forward: Breakdown          # the same ops launched one by one (what compiling saves)
+    chip: Chip | None
+    graphs: Graphs | None             # None: a combination of `parts`
     collectives: dict                 # phase -> [(kind, bytes)]
     parameter_count: int
     parameter_bytes: int
@@ -26,6 +45,44 @@ class TracedModule:
     fallback_ops: Counter = field(default_factory=Counter)
     computed_in_32bit: Counter = field(default_factory=Counter)
     flops: float = 0.0
+    parts: tuple = ()                 # ((TracedModule, weight), ...): this one is their weighted sum
+    _priced: tuple = field(default=(None, None), repr=False)
+
+    def _price(self) -> tuple:
+        """(forward, backward, eager forward) under the assumptions as they are now."""
+        key = assumptions.values()
+        if self._priced[0] == key:
+            return self._priced[1]
+        if self.graphs is None:
+            total = [Breakdown(), Breakdown(), Breakdown()]
+            for part, weight in self.parts:
+                total = [t + p.scaled(weight) for t, p in zip(total, part._price())]
+            priced = tuple(total)
+        else:
+            g, chip = self.graphs, self.chip
+            forward = cost_ops.graph(chip, g.forward, g.forward_outputs, g.descriptors, g.stored)
+            backward = cost_ops.graph(chip, g.backward, g.backward_outputs, stored=g.stored) if g.backward \
+                else Breakdown()
+            priced = (forward, backward, cost_ops.eager_sequence(chip, g.forward))
+        self._priced = (key, priced)
+        return priced
+
+    @property
+    def forward(self) -> Breakdown:
+        return self._price()[0]
+
+    @property
+    def backward(self) -> Breakdown:
+        return self._price()[1]
+
+    @property
+    def eager_forward(self) -> Breakdown:
+        """The forward's ops launched one by one (what compiling saves)."""
+        return self._price()[2]
+
+    def scaled(self, factor: float) -> "TracedModule":
+        """`factor` of this module (a pipeline stage's share of a whole model traced at once)."""
+        return combine([(self, factor)], sizes=factor)
 
 
 def kv_cache_descriptor_bytes(cache: torch.Tensor) -> int:
@@ -36,10 +93,11 @@ def kv_cache_descriptor_bytes(cache: torch.Tensor) -> int:
 
 
 def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: tuple = (),
-                 train: bool = False, kv_cache: tuple = ()) -> TracedModule:
+                 train: bool = False, kv_cache: tuple = (), weight_bytes: int | None = None) -> TracedModule:
     """`inputs` are the activations the module consumes (their gradients are wanted when training);
     `constants` are shared tensors such as masks and rotary tables, not activations of this module;
-    `kv_cache` those of the constants that are a decode cache (read with small descriptors)."""
+    `kv_cache` those of the constants that are a decode cache (read with small descriptors);
+    `weight_bytes`: the bytes per element the module's matrices are stored in (weight-only quantization)."""
     module.train(train)
     parameters = list(module.parameters())
     constant_tensors = [t for t in tree_flatten(constants)[0] if isinstance(t, torch.Tensor)]
@@ -48,6 +106,8 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
         trace.track(parameters + [t for t in inputs if isinstance(t, torch.Tensor)] + constant_tensors)
         fixed = {trace.key(t) for t in parameters + constant_tensors}
         cache_descriptors = {trace.key(t): kv_cache_descriptor_bytes(t) for t in kv_cache if t.dim() >= 3}
+        matrices = [p for p in parameters if p.dim() >= 2 and not isinstance(_owner(module, p), torch.nn.Embedding)]
+        stored = {trace.key(p): p.numel() * weight_bytes for p in matrices} if weight_bytes else {}
         # inference runs without autograd: nothing is kept for a backward, so nothing extra reaches HBM
         with trace.saving(), torch.set_grad_enabled(train):
             out = module(*inputs, *constants)
@@ -58,75 +118,81 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
             target.backward(torch.empty_like(target))
     saved = {k: b for k, b in trace.saved.items() if k not in fixed}
     forward_ops = trace.ops("forward")
-    forward = cost_ops.graph(chip, forward_ops, set(forward_out) | set(saved), cache_descriptors)
-    eager = cost_ops.eager_sequence(chip, forward_ops)
-    backward = Breakdown()
+    # a weight-only quantized matrix is read at its stored size and widened to the compute dtype by
+    # VectorE before TensorE uses it
+    widen = [GraphOp("aten::_to_copy", ((key, torch.empty(p.shape, dtype=torch.int8, device="meta")),),
+                     ((-1 - i, torch.empty(p.shape, dtype=p.dtype, device="meta")),))
+             for i, (key, p) in enumerate((trace.key(p), p) for p in matrices)] if weight_bytes else []
+    graphs = Graphs(widen + forward_ops, set(forward_out) | set(saved), descriptors=cache_descriptors, stored=stored)
     if train:
-        backward_ops = trace.ops("backward")
-        gradients = {trace.key(p.grad) for p in parameters if p.grad is not None}
-        gradients |= {trace.key(t.grad) for t in inputs if isinstance(t, torch.Tensor) and t.grad is not None}
-        backward = cost_ops.graph(chip, backward_ops, gradients)
+        graphs.backward = trace.ops("backward")
+        graphs.backward_outputs = {trace.key(p.grad) for p in parameters if p.grad is not None}
+        graphs.backward_outputs |= {trace.key(t.grad) for t in inputs if isinstance(t, torch.Tensor) and t.grad is not None}
     flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
                 for op in forward_ops)
     parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
+    if weight_bytes:
+        parameter_bytes += sum(p.numel() * (weight_bytes - p.element_size()) for p in matrices)
     constant_bytes = sum(c.numel() * c.element_size() for c in constant_tensors)
     saved_bytes = sum(saved.values())
     return TracedModule(
-        forward=forward, backward=backward, eager_forward=eager,
-        collectives={p.name: list(p.collectives) for p in trace.phases},
+        chip=chip, graphs=graphs, collectives={p.name: list(p.collectives) for p in trace.phases},
         parameter_count=sum(p.numel() for p in parameters), parameter_bytes=parameter_bytes,
         saved_bytes=saved_bytes,
-        workspace_bytes=max(0, trace.peak_bytes - parameter_bytes - constant_bytes - saved_bytes),
+        workspace_bytes=max(0, trace.peak_bytes - sum(p.numel() * p.element_size() for p in parameters)
+                            - constant_bytes - saved_bytes),
         fallback_ops=trace.fallback_ops, computed_in_32bit=trace.computed_in_32bit, flops=flops)
 
 
-EMPTY = TracedModule(Breakdown(), Breakdown(), Breakdown(), {}, 0, 0, 0, 0)
+def _owner(module: torch.nn.Module, parameter: torch.nn.Parameter) -> torch.nn.Module | None:
+    for m in module.modules():
+        if any(p is parameter for p in m.parameters(recurse=False)):
+            return m
+    return None
+
+
+EMPTY = TracedModule(None, None, {}, 0, 0, 0, 0)
+
+
+def combine(parts: list[tuple[TracedModule, float]], sizes: float | None = None) -> TracedModule:
+    """The weighted sum of traced modules (time, FLOPs and collective calls; sizes too, or, when
+    `sizes` is given, the first part's sizes times it)."""
+    def total(get):
+        return sum(get(t) * w for t, w in parts)
+    calls = {}
+    for t, w in parts:
+        for phase, listed in t.collectives.items():
+            calls.setdefault(phase, []).extend((kind, nbytes * w) for kind, nbytes in listed)
+    for phase, listed in calls.items():   # calls of opposite weights (a difference) cancel
+        net = Counter()
+        for kind, nbytes in listed:
+            net[(kind, nbytes if nbytes >= 0 else -nbytes)] += 1 if nbytes >= 0 else -1
+        calls[phase] = [key for key, n in net.items() for _ in range(max(0, n))]
+    fallback, narrowed = Counter(), Counter()
+    for t, w in parts:
+        if w > 0:
+            fallback.update(t.fallback_ops)
+            narrowed.update(t.computed_in_32bit)
+
+    def size(get):
+        return round(get(parts[0][0]) * sizes) if sizes is not None else round(total(get))
+    return TracedModule(
+        chip=parts[0][0].chip, graphs=None, parts=tuple(parts), collectives=calls,
+        parameter_count=size(lambda t: t.parameter_count), parameter_bytes=size(lambda t: t.parameter_bytes),
+        saved_bytes=size(lambda t: t.saved_bytes), workspace_bytes=max(t.workspace_bytes for t, _ in parts),
+        fallback_ops=fallback, computed_in_32bit=narrowed, flops=total(lambda t: t.flops))
 
 
 def difference(more: TracedModule, fewer: TracedModule) -> TracedModule:
     """What `more` has beyond `fewer`: the same model traced with one more layer gives the layer. The
     transient workspace is a peak, not a sum: the layer keeps the larger one."""
-    def minus(a: Counter, b: Counter) -> Counter:
-        return Counter(a) - Counter(b)
-    phases = set(more.collectives) | set(fewer.collectives)
-    calls = {p: list(minus(Counter(more.collectives.get(p, [])), Counter(fewer.collectives.get(p, []))).elements())
-             for p in phases}
-    return TracedModule(
-        forward=more.forward + fewer.forward.scaled(-1), backward=more.backward + fewer.backward.scaled(-1),
-        eager_forward=more.eager_forward + fewer.eager_forward.scaled(-1), collectives=calls,
-        parameter_count=more.parameter_count - fewer.parameter_count,
-        parameter_bytes=more.parameter_bytes - fewer.parameter_bytes,
-        saved_bytes=more.saved_bytes - fewer.saved_bytes,
-        workspace_bytes=max(more.workspace_bytes, fewer.workspace_bytes),
-        fallback_ops=minus(more.fallback_ops, fewer.fallback_ops),
-        computed_in_32bit=minus(more.computed_in_32bit, fewer.computed_in_32bit), flops=more.flops - fewer.flops)
+    layer = combine([(more, 1.0), (fewer, -1.0)])
+    layer.fallback_ops = Counter(more.fallback_ops) - Counter(fewer.fallback_ops)
+    layer.computed_in_32bit = Counter(more.computed_in_32bit) - Counter(fewer.computed_in_32bit)
+    return layer
 
 
 def mean(parts: list[tuple[TracedModule, int]]) -> TracedModule:
     """The average of layers of different kinds, each (traced layer, how many the model has)."""
-    total = sum(n for _, n in parts)
-
-    def average(get):
-        return sum(get(t) * n for t, n in parts) / total
-
-    def breakdown(get):
-        out = Breakdown()
-        for t, n in parts:
-            out += get(t).scaled(n / total)
-        return out
-    calls = {}
-    for t, n in parts:   # every layer's collectives, weighted by calls per layer on average
-        for phase, listed in t.collectives.items():
-            calls.setdefault(phase, []).extend((kind, nbytes * n / total) for kind, nbytes in listed)
-    fallback, narrowed = Counter(), Counter()
-    for t, _ in parts:
-        fallback.update(t.fallback_ops)
-        narrowed.update(t.computed_in_32bit)
-    return TracedModule(
-        forward=breakdown(lambda t: t.forward), backward=breakdown(lambda t: t.backward),
-        eager_forward=breakdown(lambda t: t.eager_forward), collectives=calls,
-        parameter_count=round(average(lambda t: t.parameter_count)),
-        parameter_bytes=round(average(lambda t: t.parameter_bytes)),
-        saved_bytes=round(average(lambda t: t.saved_bytes)),
-        workspace_bytes=max(t.workspace_bytes for t, _ in parts), fallback_ops=fallback,
-        computed_in_32bit=narrowed, flops=average(lambda t: t.flops))
+    count = sum(n for _, n in parts)
+    return combine([(t, n / count) for t, n in parts])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from localneuron.costmodel.engines import (
-    FREE, MOVEMENT, REDUCTION, Attention, Elementwise, Matmul, Rows, use_rules,
+    CONVERSION, FREE, MOVEMENT, REDUCTION, Attention, Elementwise, Matmul, Rows, use_rules,
 )
 from localneuron.ops.decompositions import (
     addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
@@ -247,7 +247,7 @@ OPS = {
     "aten::_thnn_fused_gru_cell_backward": Record(run=decompose(fused_gru_cell_backward), why=CELL),
     "aten::_thnn_fused_lstm_cell": Record(run=decompose(fused_lstm_cell), why=CELL),
     "aten::_thnn_fused_lstm_cell_backward_impl": Record(run=decompose(fused_lstm_cell_backward_impl), why=CELL),
-    "aten::_to_copy": Record(NATIVE),
+    "aten::_to_copy": Record(NATIVE, cost=CONVERSION),
     "aten::_to_sparse": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsc": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsr": Record(unsupported=SPARSE),

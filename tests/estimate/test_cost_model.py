@@ -3,7 +3,7 @@ rules, eager ops vs compiled graphs, collectives; and the eager estimate per exe
 import pytest
 import torch
 
-from localneuron.costmodel import collectives, tiles
+from localneuron.costmodel import assumptions, collectives, tiles
 from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.hardware import CHIPS, NEURON_CORES
 from localneuron.costmodel.ops import GraphOp, eager_op, eager_seconds, fused_seconds, graph
@@ -80,12 +80,68 @@ def test_a_compiled_graph_is_cheaper_than_its_ops_launched_one_by_one():
     fused = graph(TRN2, ops, outputs={8})
     assert fused.launches == TRN2.launch_overhead_s
     assert fused.total < eager / 3
-    # an intermediate too large for SBUF is spilled: written to HBM and read back
-    large = graph(TRN2, _chain(8, 64 << 20), outputs={8})
-    small_memory_per_op = graph(TRN2, _chain(8, 1 << 16), outputs={8}).memory / 8
-    assert large.memory > 100 * small_memory_per_op
     assert fused_seconds(TRN2, "aten::relu", [meta(4096)], [meta(4096)]) < eager_seconds(
         TRN2, "aten::relu", [meta(4096)], [meta(4096)])
+
+
+def _seconds(chip, engine, passes, elements):
+    return passes * tiles.elementwise_cycles(elements) / (chip.core.clock_ghz[engine] * 1e9) / chip.lnc
+
+
+def test_a_fused_loop_keeps_its_intermediates_on_chip_however_large():
+    # the compiler tiles the chain along its rows: the graph reads x once and writes the result once,
+    # and its 8 VectorE passes are one loop
+    n = 64 << 20
+    large = graph(TRN1, _chain(8, n), outputs={8})
+    compute = _seconds(TRN1, "vector", 8, n) + tiles.DEPENDENCY_LATENCY / (TRN1.core.clock_ghz["vector"] * 1e9)
+    traffic = 2 * TRN1.hbm_transfer_s(2 * n)   # bf16 in, bf16 out
+    assert large.compute == pytest.approx(compute)
+    assert large.compute + large.memory == pytest.approx(max(compute, traffic))
+    # the same chain launched op by op reads and writes every intermediate
+    eager = [eager_op(TRN1, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]) for op in _chain(8, n)]
+    assert all(op.compute + op.memory == pytest.approx(traffic) for op in eager)
+    assert sum(op.total for op in eager) > 2 * large.total
+
+
+def test_engines_of_a_fused_loop_overlap_and_a_matmul_ends_the_loop():
+    n = 1 << 20
+    x, y = meta(n), meta(n)
+    scalar_then_vector = [GraphOp("aten::exp", ((0, x),), ((1, y),)), GraphOp("aten::relu", ((1, y),), ((2, x),))]
+    both = graph(TRN2, scalar_then_vector, outputs=set()).compute
+    assert both == pytest.approx(max(_seconds(TRN2, "scalar", 1, n), _seconds(TRN2, "vector", 1, n))
+                                 + tiles.DEPENDENCY_LATENCY / (TRN2.core.clock_ghz["vector"] * 1e9))
+    a, w = meta(1024, 1024), meta(1024, 1024)
+    split = [GraphOp("aten::relu", ((0, a),), ((1, a),)), GraphOp("aten::mm", ((1, a), (9, w)), ((2, a),)),
+             GraphOp("aten::relu", ((2, a),), ((3, a),))]
+    whole = graph(TRN2, split, outputs=set())
+    loop = graph(TRN2, split[:1], outputs=set())
+    assert whole.compute == pytest.approx(2 * loop.compute + op_work(TRN2, "aten::mm", [a, w], [a]).compute_s
+                                          + tiles.DEPENDENCY_LATENCY / (TRN2.core.clock_ghz["tensor"] * 1e9))
+
+
+def test_a_conversion_rides_along_unless_it_is_all_the_loop_does():
+    n = 1 << 22
+    wide, narrow = meta(n, dtype=torch.float32), meta(n)
+    alone = graph(TRN1, [GraphOp("aten::_to_copy", ((0, wide),), ((1, narrow),))], outputs=set())
+    assert alone.compute == pytest.approx(_seconds(TRN1, "vector", 1, n)
+                                          + tiles.DEPENDENCY_LATENCY / (TRN1.core.clock_ghz["vector"] * 1e9))
+    cast_then_exp = [GraphOp("aten::_to_copy", ((0, wide),), ((1, narrow),)), GraphOp("aten::exp", ((1, narrow),), ((2, narrow),))]
+    with_neighbour = graph(TRN1, cast_then_exp, outputs=set())
+    exp_alone = graph(TRN1, [GraphOp("aten::exp", ((0, narrow),), ((2, narrow),))], outputs=set())
+    assert with_neighbour.compute == pytest.approx(exp_alone.compute)
+
+
+def test_data_movement_reads_no_more_than_it_writes_and_in_place_results_are_written_once():
+    table, ids, rows = meta(128256, 4096), meta(8, dtype=torch.int64), meta(8, 4096)
+    lookup = graph(TRN1, [GraphOp("aten::embedding", ((0, table), (1, ids)), ((2, rows),))], outputs={2})
+    assert lookup.memory <= 2 * TRN1.hbm_transfer_s(8 * 4096 * 2) + TRN1.core.dma_fixed_latency_ns * 1e-9
+    # an optimizer updating a parameter in place three times: read once, written once
+    p = meta(1 << 24, dtype=torch.float32)
+    updates = [GraphOp("aten::mul_", ((0, p),), ((0, p),)), GraphOp("aten::add_", ((0, p), (1, p)), ((0, p),)),
+               GraphOp("aten::mul_", ((0, p),), ((0, p),))]
+    once = graph(TRN1, updates, outputs={0})
+    traffic = 3 * TRN1.hbm_transfer_s(4 << 24)   # p and the gradient read, p written
+    assert once.compute + once.memory == pytest.approx(max(once.compute, traffic))
 
 
 def test_small_dma_descriptors_run_below_the_sustained_rate():
@@ -117,14 +173,33 @@ def test_collectives_scale_with_bytes_and_ranks():
         assert collectives.send_recv(chip, 1 << 20, True) > collectives.send_recv(chip, 1 << 20, False)
 
 
-def test_small_all_reduce_uses_the_tree_large_the_ring():
+def test_small_all_reduce_uses_halving_doubling_large_the_ring():
     group = collectives.Group(32, 32)
-    step = TRN1.core.dma_fixed_latency_ns * 1e-9
+    step = assumptions.COLLECTIVE_STEP_S
     small = collectives.all_reduce(TRN1, 64, group)
-    assert small < 2 * 31 * step           # fewer steps than a 32-rank ring
+    assert small == pytest.approx(2 * 5 * step + 2 * 64 / TRN1.neuronlink_bytes_per_s_per_direction)
     large = collectives.all_reduce(TRN1, 1 << 30, group)
     ring_bandwidth_term = 2 * 31 / 32 * (1 << 30) / TRN1.neuronlink_bytes_per_s_per_direction
     assert large == pytest.approx(2 * 31 * step + ring_bandwidth_term)
+
+
+def test_a_collective_on_its_own_pays_a_launch_one_in_a_graph_does_not():
+    inside = collectives.all_reduce(TRN1, 1024, collectives.Group(2, 2))
+    assert collectives.c10d_seconds(TRN1, "all_reduce", 1024, 2) == pytest.approx(
+        assumptions.COLLECTIVE_LAUNCH_S + inside)
+    assert collectives.c10d_seconds(TRN1, "all_reduce", 1024, 1) == 0.0
+
+
+def test_across_instances_an_all_reduce_is_hierarchical():
+    # 64 ranks on two trn1 instances: reduce-scatter inside each, the shares across EFA, all-gather inside
+    nbytes = 1 << 27
+    group = collectives.Group(64, 32)
+    inside = collectives.Group(32, 32)
+    efa = 2 * (assumptions.COLLECTIVE_STEP_S + assumptions.EFA_LATENCY_S) + 2 * 0.5 * nbytes / TRN1.efa_bytes_per_s
+    expected = 2 * collectives.all_gather(TRN1, nbytes, inside) + efa
+    assert collectives.all_reduce(TRN1, nbytes, group) == pytest.approx(expected)
+    # every group crossing the instance at once shares its EFA
+    assert collectives.all_reduce(TRN1, nbytes, collectives.Group(64, 32, concurrent_groups=4)) > expected
 
 
 def test_estimates_accumulate_per_call(quiet):

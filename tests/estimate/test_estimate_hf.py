@@ -115,14 +115,14 @@ def test_a_model_without_a_tp_plan_or_a_bad_request_is_explained():
         estimate({"hidden_size": 8}, "prefill")
 
 
-def test_cli_without_transformers_says_so_and_uses_the_builder(tmp_path, monkeypatch, capsys):
+def test_the_default_path_needs_no_transformers_and_as_written_says_how_to_get_it(tmp_path, monkeypatch, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(CONFIGS["llama"]))
     monkeypatch.setattr(hf, "available", lambda: False)
     assert main(["estimate", "--hf-config", str(path), "--mode", "prefill", "--target", "trn1"]) == 0
     out = capsys.readouterr()
-    assert "transformers is not installed" in out.err and "localneuron's Megatron-style builder" in out.out
-    assert main(["estimate", "--hf-config", str(path), "--mode", "prefill", "--builder", "transformers"]) == 2
+    assert "recipe assumed:" in out.out and out.err == ""
+    assert main(["estimate", "--hf-config", str(path), "--mode", "prefill", "--as-written"]) == 2
     assert "pip install 'localneuron[hf]'" in capsys.readouterr().err
 
 

@@ -1,0 +1,439 @@
+"""`localneuron estimate --script train.py [ARGS...] --world-size N`: the user's own training script,
+run without the hardware and priced as it would run on N NeuronCores.
+
+One process per distinct role runs the script as rank r of a simulated process group of N ranks
+(simulated_group.py): its `neuron` tensors are fake (shapes, no memory), host tensors are real, and
+every collective completes at once. So what is priced is the script's own model, FSDP2 / tensor /
+pipeline wrapping, optimizer and shapes. Ranks that differ only in their data-parallel or
+tensor-parallel coordinate do the same work, so one of them runs; pipeline stages differ, so the first
+rank of each stage runs. The script runs until its second optimizer step ends (the first step creates
+the optimizer state; the second is every later step) and that step is priced:
+
+- each stretch of forward, backward or optimizer ops as one compiled graph (the cost model's rules);
+- each collective by its kind, bytes and the placement of its group's ranks (which share an instance);
+  a collective issued asynchronously (FSDP2's parameter all-gathers and gradient reduce-scatters) runs
+  under the step's compute, the rest (tensor-parallel collectives) between the ops that need them;
+- the peak of live device bytes during the step, against the NeuronCore's HBM;
+- with pipeline stages, the slowest stage plus the 1F1B bubble, (stages - 1) micro-batches of it.
+"""
+import argparse
+import json
+import math
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from localneuron.estimate.trace import Trace
+
+STEPS = 2
+CHECKPOINT_NOTE = "the script stops after its second optimizer step: nothing it would save afterwards is written"
+# c10d and functional-collective op -> (kind, which operand's bytes count: "in" | "out")
+COLLECTIVES = {
+    "allreduce_": ("all_reduce", "in"), "allreduce_coalesced_": ("all_reduce", "in"), "reduce_": ("all_reduce", "in"),
+    "allgather_": ("all_gather", "out"), "_allgather_base_": ("all_gather", "out"),
+    "allgather_coalesced_": ("all_gather", "out"), "allgather_into_tensor_coalesced_": ("all_gather", "out"),
+    "reduce_scatter_": ("reduce_scatter", "in"), "_reduce_scatter_base_": ("reduce_scatter", "in"),
+    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "in"), "broadcast_": ("broadcast", "in"),
+    "alltoall_": ("all_to_all", "in"), "alltoall_base_": ("all_to_all", "in"), "gather_": ("all_gather", "out"),
+    "scatter_": ("all_gather", "in"), "send": ("send", "in"), "recv_": ("recv", "in"),
+    "all_reduce": ("all_reduce", "in"), "all_reduce_coalesced": ("all_reduce", "in"),
+    "all_gather_into_tensor": ("all_gather", "out"), "all_gather_into_tensor_coalesced": ("all_gather", "out"),
+    "reduce_scatter_tensor": ("reduce_scatter", "in"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
+    "all_to_all_single": ("all_to_all", "in"), "broadcast": ("broadcast", "in"),
+}
+
+
+class StopScript(BaseException):
+    """Raised when the priced step has ended (a BaseException, so the script's `except Exception` lets
+    it through)."""
+
+
+def _on_device(flat) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for a in flat:
+        if isinstance(a, torch.Tensor) and (isinstance(a, FakeTensor) or a.device.type == "neuron"):
+            return True
+        if isinstance(a, torch.device) and a.type == "neuron" or isinstance(a, str) and a.startswith("neuron"):
+            return True
+    return False
+
+
+def _real_device_tensor(a) -> bool:
+    """A plain device tensor with storage (subclasses such as DTensor unwrap themselves)."""
+    return type(a) in (torch.Tensor, torch.nn.Parameter) and a.device.type == "neuron"
+
+
+def _overlapped(asynchronous: bool) -> bool:
+    """Whether a collective runs under the compute: issued asynchronously, or by FSDP, which issues its
+    parameter all-gathers and gradient reduce-scatters on streams of their own (prefetching the next
+    layer's parameters while this one computes)."""
+    if asynchronous:
+        return True
+    frame = sys._getframe(2)
+    while frame is not None:
+        if f"{os.sep}distributed{os.sep}fsdp{os.sep}" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _group_ranks(func, args) -> tuple:
+    import torch.distributed as dist
+
+    group = next((a for a in args if isinstance(a, torch._C._distributed_c10d.ProcessGroup)), None)
+    if group is None:   # a functional collective names its group last
+        names = [a for a in args if isinstance(a, str)]
+        group = dist.distributed_c10d._resolve_process_group(names[-1]) if names else dist.group.WORLD
+    return tuple(dist.get_process_group_ranks(group))
+
+
+class ScriptTrace(Trace):
+    """One rank's run of the script: device ops recorded (under FakeTensorMode), host ops run for real,
+    collectives recorded with their group, phases and steps from the autograd and optimizer hooks."""
+    def __init__(self, fake_mode):
+        super().__init__()
+        self.fake = fake_mode
+        self.step_starts = [0]          # index into phases where each step begins
+        self.alive_at_end = set()
+        self.parameter_count = 0
+        self.optimizer = None
+        self.backward_calls = []        # per step
+        self.step_base_bytes = 0        # live device bytes when the priced step began
+        self.resident_bytes = 0         # of them, what the model and optimizer keep: parameters, gradients, state
+        self.training_peak_bytes = 0    # the most live device bytes during its forward and backward
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = tree_flatten((args, kwargs))[0]
+        if not _on_device(flat):
+            return func(*args, **kwargs)
+        if any(_real_device_tensor(a) for a in flat):   # made where no mode saw it (inside C++): its shape suffices
+            args, kwargs = tree_map(self._as_fake, (args, kwargs))
+        if func is torch.ops.aten._local_scalar_dense.default:
+            return False if args[0].dtype == torch.bool else 0 if not args[0].is_floating_point() else 0.0
+        name = func._schema.name.split("::")[-1]
+        if name in ("wait_tensor", "_wrap_tensor_autograd"):   # the collective has completed: its output as is
+            return args[0]
+        if func.namespace in ("c10d", "_c10d_functional"):
+            if name in COLLECTIVES:
+                self._record_collective(name, func, args)
+            with self.fake:
+                return func(*args, **kwargs)
+        with self.fake:
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def _record_collective(self, name: str, func, args) -> None:
+        kind, side = COLLECTIVES[name]
+        tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        if kind in ("all_gather", "reduce_scatter") and len(tensors) >= 2:
+            half = len(tensors) // 2   # (outputs, inputs) for c10d, (input,) for funcol
+            outs, ins = (tensors[:half], tensors[half:]) if func.namespace == "c10d" else ([], tensors)
+            counted = outs if side == "out" else ins
+            nbytes = sum(t.numel() * t.element_size() for t in (counted or tensors))
+        ranks = _group_ranks(func, args)
+        if kind == "all_gather" and func.namespace == "_c10d_functional":
+            nbytes *= len(ranks)   # the functional op takes this rank's shard; the result is all of them
+        asynchronous = func.namespace == "c10d" and any(a is True for a in args)
+        self.phase.collectives.append((kind, nbytes, ranks, _overlapped(asynchronous)))
+
+    def heard(self, kind: str, outputs: list, inputs: list, group, asynchronous: bool) -> None:
+        """A collective called on the simulated group directly (c10d's Python-group path)."""
+        import torch.distributed as dist
+
+        if not _on_device(outputs + inputs) or kind == "barrier":
+            return
+        side = outputs if kind == "all_gather" else inputs
+        nbytes = sum(t.numel() * t.element_size() for t in side)
+        self.phase.collectives.append((kind, nbytes, tuple(dist.get_process_group_ranks(group)),
+                                       _overlapped(asynchronous)))
+
+    def _as_fake(self, a):
+        return self.fake.from_tensor(a) if _real_device_tensor(a) else a
+
+    # --- hooks ------------------------------------------------------------------------------------
+    def backward_begins(self) -> None:
+        self.backward_calls[-1:] = [self.backward_calls[-1] + 1] if self.backward_calls else [1]
+        self.begin("backward")
+
+    def optimizer_begins(self, optimizer) -> None:
+        if self.optimizer is None:
+            self.optimizer = optimizer
+            seen = {}
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    seen[id(p)] = p.numel()
+            self.parameter_count = sum(seen.values())
+        if optimizer is self.optimizer:
+            if len(self.step_starts) == STEPS:   # the forward and backward of the priced step are over
+                self.training_peak_bytes = self.peak_bytes
+            self.begin("optimizer")
+
+    def optimizer_ends(self, optimizer) -> None:
+        if optimizer is not self.optimizer:
+            return
+        self.step_starts.append(len(self.phases))
+        self.begin("forward")
+        self.backward_calls.append(0)
+        if len(self.step_starts) > STEPS:
+            self.release_dead()
+            self.alive_at_end = {key for ref, key, _ in self._storages.values() if not ref.expired()}
+            raise StopScript()
+        if len(self.step_starts) == STEPS:   # the priced step begins: its peak starts from what lives now
+            self.release_dead()
+            self.peak_bytes = self.step_base_bytes = self.live_bytes
+            self.resident_bytes = _resident_bytes(optimizer)
+
+
+def _register_flex_attention() -> None:
+    """FlexAttention (TorchTitan's default) is a higher-order op: on the trace it runs its fake kernel and
+    is priced as the device's fused attention, forward and backward (a causal block mask on Trainium is
+    the fused kernel's causal flag)."""
+    from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
+
+    def forward(mode, query, key, value, *args, **kwargs):
+        with mode.fake:
+            out = flex_attention(query, key, value, *args, **kwargs)
+        mode.record("aten::_scaled_dot_product_fused_attention_overrideable", [query, key, value], [out[0]])
+        return out
+
+    def backward(mode, query, key, value, out, logsumexp, grad_out, *args, **kwargs):
+        with mode.fake:
+            grads = flex_attention_backward(query, key, value, out, logsumexp, grad_out, *args, **kwargs)
+        mode.record("aten::_scaled_dot_product_fused_attention_overrideable_backward",
+                    [query, key, value, out, grad_out], [g for g in grads[:3] if isinstance(g, torch.Tensor)])
+        return grads
+    if ScriptTrace not in flex_attention.python_key_table:
+        flex_attention.py_impl(ScriptTrace)(forward)
+        flex_attention_backward.py_impl(ScriptTrace)(backward)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t._local_tensor if hasattr(t, "_local_tensor") else t
+
+
+def _resident_bytes(optimizer) -> int:
+    """What a rank keeps between steps: its parameters (its shard of them), their gradients, and the
+    optimizer's state, counted once per storage."""
+    storages = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for t in [p, p.grad, *(v for v in optimizer.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
+                if t is not None and t.device.type == "neuron":
+                    local = _local(t)
+                    storages[local.untyped_storage()._cdata] = local.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
+def _install_hooks(trace: ScriptTrace) -> None:
+    resize = torch.UntypedStorage.resize_
+
+    def resize_(storage, nbytes):
+        result = resize(storage, nbytes)
+        trace.resized(storage, nbytes)
+        return result
+    torch.UntypedStorage.resize_ = resize_
+    depth = [0]   # Tensor.backward calls torch.autograd.backward: one backward, counted once
+
+    def phase_of(run):
+        def backward(*args, **kwargs):
+            depth[0] += 1
+            if depth[0] == 1:
+                trace.backward_begins()
+            try:
+                return run(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    trace.begin("forward")
+        return backward
+    torch.autograd.backward = phase_of(torch.autograd.backward)
+    torch.Tensor.backward = phase_of(torch.Tensor.backward)
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    register_optimizer_step_pre_hook(lambda opt, a, k: trace.optimizer_begins(opt))
+    register_optimizer_step_post_hook(lambda opt, a, k: trace.optimizer_ends(opt))
+
+
+def _simulation_settings() -> None:
+    """What the simulation changes in PyTorch for the run: random values of sharded tensors come from
+    the local generator (DTensor's offset tracker reads generator states the fake device lacks), and
+    torch.compile runs its regions eagerly (they are priced as compiled graphs anyway)."""
+    import torch.distributed.tensor._dispatch as dtensor_dispatch
+    import torch.distributed.tensor._random as dtensor_random
+
+    for module in (dtensor_dispatch, dtensor_random):
+        module.is_rng_supported_mesh = lambda mesh: False
+    torch.compile = lambda model=None, *args, **kwargs: model if model is not None else (lambda fn: fn)
+
+
+def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) -> ScriptTrace:
+    """Runs the script as `rank` of `world` and returns its trace (in this process)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from localneuron.estimate import simulated_group
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(per_instance),
+                      GROUP_RANK=str(rank // per_instance), NGPU=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT="29500", TORCHELASTIC_RUN_ID="localneuron-estimate")
+    simulated_group.install(world, rank)
+    _simulation_settings()
+    _register_flex_attention()
+    trace = ScriptTrace(FakeTensorMode(allow_non_fake_inputs=True))
+    _install_hooks(trace)
+    simulated_group.listeners.append(trace.heard)
+    sys.argv = [script, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        with trace:
+            runpy.run_path(script, run_name="__main__")
+    except StopScript:
+        pass
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            raise ValueError(f"--script {script} exited with status {exit_.code} before its second optimizer step") \
+                from None
+    if len(trace.step_starts) <= STEPS:
+        raise ValueError(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the estimate "
+                         f"prices its second one, so let it run at least {STEPS} steps")
+    return trace
+
+
+# --- pricing one rank's step ---------------------------------------------------------------------------
+def _placement(ranks: tuple, per_instance: int):
+    from localneuron.costmodel.collectives import Group
+
+    by_instance = defaultdict(int)
+    for r in ranks:
+        by_instance[r // per_instance] += 1
+    local = max(by_instance.values())
+    return Group(len(ranks), local, concurrent_groups=max(1, per_instance // local))
+
+
+def _collective_seconds(chip, kind: str, nbytes: float, ranks: tuple) -> float:
+    from localneuron.costmodel import collectives
+
+    if len(ranks) <= 1:
+        return 0.0
+    if kind in ("send", "recv"):
+        return collectives.send_recv(chip, nbytes, across_instances=len({r // chip.cores_per_instance for r in ranks}) > 1)
+    algorithm = collectives.C10D_ALGORITHMS.get(kind, collectives.all_gather)
+    return algorithm(chip, nbytes, _placement(ranks, chip.cores_per_instance))
+
+
+def price_rank(trace: ScriptTrace, chip) -> dict:
+    """The priced step of one rank: time and its breakdown, collectives by kind, peak HBM."""
+    from localneuron.costmodel import ops as cost_ops
+    from localneuron.costmodel.time import Breakdown
+
+    phases = trace.phases[trace.step_starts[STEPS - 1]:trace.step_starts[STEPS]]
+    read_later = [set() for _ in phases]
+    seen = set()
+    for i in range(len(phases) - 1, -1, -1):   # keys each phase's successors read
+        read_later[i] = set(seen)
+        seen.update(key for op in phases[i].ops for key, _ in op.inputs)
+    total, asynchronous = Breakdown(), 0.0
+    by_kind = defaultdict(lambda: {"calls": 0, "bytes": 0, "seconds": 0.0, "group_sizes": set()})
+    for phase, later in zip(phases, read_later):
+        produced = {key for op in phase.ops for key, _ in op.outputs}
+        outputs = {key for key in produced if key in later or key in trace.alive_at_end}
+        if phase.ops:
+            total += cost_ops.graph(chip, phase.ops, outputs)
+        for kind, nbytes, ranks, is_async in phase.collectives:
+            seconds = _collective_seconds(chip, kind, nbytes, ranks)
+            entry = by_kind[kind]
+            entry["calls"] += 1
+            entry["bytes"] += nbytes
+            entry["seconds"] += seconds
+            entry["group_sizes"].add(len(ranks))
+            if is_async:
+                asynchronous += seconds
+            else:
+                total.collectives += seconds
+    # asynchronous collectives (FSDP2's prefetched all-gathers, its reduce-scatters) run under the compute
+    total.collectives += max(0.0, asynchronous - (total.compute + total.memory))
+    fallbacks = dict(trace.fallback_ops)
+    # the step's peak over what it began with, on top of what the rank keeps between steps (storages the
+    # script's set-up left behind and nothing uses again do not count: a real run's allocator reuses them);
+    # the forward and backward hold the activations, the peak a training step reaches
+    peak = trace.resident_bytes + trace.training_peak_bytes - trace.step_base_bytes
+    return {"step_s": total.total, "breakdown": total.as_dict(), "peak_bytes": peak,
+            "collectives": {k: {**v, "group_sizes": sorted(v["group_sizes"])} for k, v in by_kind.items()},
+            "asynchronous_collective_s": asynchronous, "parameters": trace.parameter_count,
+            "micro_batches": max(1, trace.backward_calls[STEPS - 1] if len(trace.backward_calls) >= STEPS else 1),
+            "fallbacks": fallbacks, "computed_in_32bit": dict(trace.computed_in_32bit),
+            "groups": _groups(trace)}
+
+
+def _groups(trace) -> dict:
+    """The process groups this rank belongs to: description (DeviceMesh names them mesh_<dim>) -> ranks."""
+    import torch.distributed as dist
+
+    found = {}
+    for group, ranks in dist.distributed_c10d._world.pg_group_ranks.items():
+        if dist.get_rank() in ranks and len(ranks) > 1 and group is not dist.group.WORLD:
+            found[group.group_desc or group.group_name] = sorted(ranks)
+    return found
+
+
+# --- the worker and the orchestration ------------------------------------------------------------------
+def worker(argv: list) -> int:
+    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT -- SCRIPT ARGS`"""
+    parser = argparse.ArgumentParser(prog="localneuron.estimate.script")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--lnc", type=int)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    from localneuron.estimate.run import target_chip
+
+    chip = target_chip(args.target, args.lnc)
+    trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)
+    Path(args.out).write_text(json.dumps(price_rank(trace, chip)))
+    return 0
+
+
+def _run_worker(script: str, argv: list, world: int, rank: int, target: str, lnc, directory: str) -> dict:
+    out = os.path.join(directory, f"rank{rank}.json")
+    command = [sys.executable, "-m", "localneuron.estimate.script", "--rank", str(rank), "--world", str(world),
+               "--target", target, "--out", out, *(["--lnc", str(lnc)] if lnc else []), script, *argv]
+    done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr)   # the script's own output stays visible
+    if done.returncode:
+        raise ValueError(f"--script {script} failed as rank {rank} of {world} (exit status {done.returncode}); "
+                         f"its output is above")
+    return json.loads(Path(out).read_text())
+
+
+def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
+    """The script priced on `world` ranks: one run per distinct role (pipeline stage)."""
+    if not Path(script).is_file():
+        raise ValueError(f"--script {script}: no such file")
+    with tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
+        first = _run_worker(script, argv, world, 0, chip.name, lnc, directory)
+        stages = next((ranks for desc, ranks in first["groups"].items() if desc.endswith("pp")), [0])
+        runs = [first] + [_run_worker(script, argv, world, r, chip.name, lnc, directory) for r in stages if r != 0]
+    slowest = max(runs, key=lambda r: r["step_s"])
+    step = dict(slowest["breakdown"])
+    if len(stages) > 1:   # 1F1B: the first micro-batches fill the pipeline, the last drain it
+        step["pipeline_bubble"] += (len(stages) - 1) * slowest["step_s"] / slowest["micro_batches"]
+    step_s = sum(step.values())
+    peak = max(r["peak_bytes"] for r in runs)
+    return {"step_s": step_s, "breakdown": step, "ranks_executed": [0] + [r for r in stages if r != 0],
+            "stages": len(stages), "rank_results": runs, "peak_bytes": peak, "parameters": first["parameters"],
+            "collectives": slowest["collectives"], "fallbacks": slowest["fallbacks"],
+            "computed_in_32bit": slowest["computed_in_32bit"], "groups": first["groups"]}
+
+
+if __name__ == "__main__":
+    sys.exit(worker(sys.argv[1:]))

@@ -1,0 +1,74 @@
+"""The calibration claims cannot rot: every published row of benchmarks/published-trainium-rows.json is
+estimated again (no timing: the estimates are computed, not measured) and compared with what
+localneuron/estimate/calibration.json and docs/calibration.md say (the trust line every estimate
+prints comes from there). The issue's targets (mean absolute error at most 10% per kind, every row
+within 25%) are asserted as what they are: not met yet on every kind (docs/calibration.md says where)."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import calibration  # noqa: E402
+
+from localneuron.estimate import trust  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def evaluated():
+    return calibration.evaluate()
+
+
+def test_the_trust_table_is_what_the_published_rows_give_now(evaluated):
+    cases, table = evaluated
+    claimed = trust.table()
+    recomputed = calibration.coverage(cases, table)
+    assert set(claimed) == set(recomputed)
+    for kind, rows in recomputed.items():
+        assert claimed[kind]["rows"] == rows["rows"], kind
+        assert claimed[kind]["mae"] == pytest.approx(rows["mae"], abs=0.005), kind
+        assert claimed[kind]["worst"] == pytest.approx(rows["worst"], abs=0.005), kind
+
+
+def test_the_calibration_page_states_the_errors_the_model_has(evaluated):
+    cases, table = evaluated
+    page = (ROOT / "docs" / "calibration.md").read_text()
+    for (hardware, kind), s in table.items():
+        line = (f"| {hardware} | {calibration.KIND_NAMES[kind]} | {s['rows']} | {100 * s['mae']:.1f}% | "
+                f"{s['worst_row']} ({100 * s['worst']:.1f}%) |")
+        assert line in page, f"docs/calibration.md is stale: regenerate it (python3 benchmarks/calibration.py); {line}"
+
+
+def test_every_row_is_scored_or_left_out_with_a_reason(evaluated):
+    cases, _ = evaluated
+    rows = json.loads(calibration.ROWS.read_text())["rows"]
+    assert {c.row["id"] for c in cases} == {r["id"] for r in rows}
+    for case in cases:
+        assert case.estimate is not None and case.estimate > 0, case.row["id"]
+        assert case.scored or len(case.excluded) > 20, case.row["id"]
+
+
+TARGET_MAE, TARGET_ROW = 0.10, 0.25
+
+
+def _target_misses(table, cases) -> list:
+    misses = [f"{k}: {100 * s['mae']:.1f}%" for k, s in table.items() if k[0] != "all" and s["mae"] > TARGET_MAE]
+    misses += [f"{c.row['id']}: {100 * c.error:+.0f}%" for c in cases if c.scored and abs(c.error) > TARGET_ROW]
+    return misses
+
+
+@pytest.mark.xfail(strict=True, reason="the issue's calibration targets are not met on every kind yet: "
+                                       "docs/calibration.md lists the per-kind errors and the rows outside 25%")
+def test_the_calibration_targets(evaluated):
+    cases, table = evaluated
+    assert not _target_misses(table, cases)
+
+
+def test_the_kinds_that_meet_the_targets_keep_meeting_them(evaluated):
+    # the kinds within the targets when this test was written must stay within them
+    cases, table = evaluated
+    for kind in (("trn1", "decode"), ("trn1", "kernel")):
+        assert table[kind]["mae"] <= TARGET_MAE, (kind, table[kind])
