@@ -25,6 +25,7 @@ STYLES = {
     "local_colwise": (True, None),
     "rowwise": (False, "all_reduce"),
     "local_rowwise": (False, "all_reduce"),
+    "packed_rowwise": (False, "all_reduce"),             # row-parallel over a fused (packed) projection
     "embedding_rowwise": (False, "all_reduce"),          # vocabulary-parallel embedding: partial rows summed
     "colwise_gather_output": (True, "all_gather"),       # the output's shards gathered on every rank
     "moe_tp_experts": (True, "all_reduce"),              # each rank's experts hold a slice of every expert's MLP

@@ -176,11 +176,12 @@ def test_collectives_scale_with_bytes_and_ranks():
 def test_small_all_reduce_uses_halving_doubling_large_the_ring():
     group = collectives.Group(32, 32)
     step = assumptions.COLLECTIVE_STEP_S
-    small = collectives.all_reduce(TRN1, 64, group)
-    assert small == pytest.approx(2 * 5 * step + 2 * 64 / TRN1.neuronlink_bytes_per_s_per_direction)
+    start = assumptions.COLLECTIVE_START_S
+    small = collectives.all_reduce(TRN1, 64, group)   # recursive doubling: log2(32) whole-buffer exchanges
+    assert small == pytest.approx(start + 5 * (step + 64 / TRN1.neuronlink_bytes_per_s_per_direction))
     large = collectives.all_reduce(TRN1, 1 << 30, group)
     ring_bandwidth_term = 2 * 31 / 32 * (1 << 30) / TRN1.neuronlink_bytes_per_s_per_direction
-    assert large == pytest.approx(2 * 31 * step + ring_bandwidth_term)
+    assert large == pytest.approx(start + 2 * 31 * step + ring_bandwidth_term)
 
 
 def test_a_collective_on_its_own_pays_a_launch_one_in_a_graph_does_not():
@@ -196,7 +197,8 @@ def test_across_instances_an_all_reduce_is_hierarchical():
     group = collectives.Group(64, 32)
     inside = collectives.Group(32, 32)
     efa = 2 * (assumptions.COLLECTIVE_STEP_S + assumptions.EFA_LATENCY_S) + 2 * 0.5 * nbytes / TRN1.efa_bytes_per_s
-    expected = 2 * collectives.all_gather(TRN1, nbytes, inside) + efa
+    start = assumptions.COLLECTIVE_START_S   # one collective: started once, not once per phase
+    expected = start + 2 * (collectives.all_gather(TRN1, nbytes, inside) - start) + efa
     assert collectives.all_reduce(TRN1, nbytes, group) == pytest.approx(expected)
     # every group crossing the instance at once shares its EFA
     assert collectives.all_reduce(TRN1, nbytes, collectives.Group(64, 32, concurrent_groups=4)) > expected

@@ -93,7 +93,7 @@ def test_gpt3_with_tensor_and_pipeline_parallelism_on_the_default_path():
 
 @pytest.mark.parametrize("name", ["bert-large", "vit-base"])
 def test_encoders_train_and_run_a_forward(name):
-    e = estimate(small(name), "train", global_batch=64, micro_batch=8, seq=128)
+    e = estimate(small(name), "train", dp=8, global_batch=64, micro_batch=8, seq=128)
     assert e["seq_per_s"] > 0 and e["hbm_per_core_bytes"]["optimizer_state"] > 0
     assert estimate(small(name), "prefill", input_len=128)["ttft_s"] > 0
     with pytest.raises(plan.RequestError, match="encoder"):
@@ -103,8 +103,8 @@ def test_encoders_train_and_run_a_forward(name):
 def test_vit_prices_the_images_patches_not_a_sequence_length():
     arch = architecture.from_config(config("vit-base"))
     assert arch.image_tokens == 197 and 85e6 < arch.parameters < 88e6
-    short = estimate(config("vit-base"), "train", global_batch=64, micro_batch=8, seq=16)
-    long = estimate(config("vit-base"), "train", global_batch=64, micro_batch=8, seq=4096)
+    short = estimate(config("vit-base"), "train", dp=8, global_batch=64, micro_batch=8, seq=16)
+    long = estimate(config("vit-base"), "train", dp=8, global_batch=64, micro_batch=8, seq=4096)
     assert short["step_s"] == pytest.approx(long["step_s"])
 
 
