@@ -1,7 +1,7 @@
 """Every environment variable localneuron reads: its name, parser, default and a one-line doc.
 
 VARIABLES is the single source for reading them (read() parses and validates), for `localneuron
-info` (describe()) and for the README's table (markdown_table(), printed by scripts/env_table.py).
+info` (describe()) and for docs/environment.md (markdown_table(), printed by scripts/env_table.py).
 A new variable is one line in VARIABLES. A parser takes the stripped text and returns the value,
 or raises ValueError saying which values it accepts; read() turns that into a ConfigurationError
 naming the variable. An empty variable counts as unset.
