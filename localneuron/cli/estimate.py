@@ -1,8 +1,9 @@
 """`localneuron estimate`: how fast a model would train or serve on Trainium and whether it fits in
 HBM, computed from a Hugging Face config.json or a model factory, without allocating the model."""
 import json
-import os
 import sys
+
+from localneuron.runtime.checked_files import OutputError, OutputFile
 
 
 def add_parser(commands) -> None:
@@ -76,6 +77,12 @@ def run(args) -> int:
     from localneuron.estimate.layout import Layout
 
     try:
+        # checked and opened now: a --json path that cannot be written fails before the estimate runs
+        output = OutputFile(args.json, "--json") if args.json else None
+    except OutputError as error:
+        print(f"localneuron estimate: {error}", file=sys.stderr)
+        return 2
+    try:
         _positive(args)
         target = chip(args.target)
         builder = _builder(args)
@@ -96,9 +103,10 @@ def run(args) -> int:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return 2
     print(estimate_run.summary(result) if args.hf_config else factory.summary(result))
-    if args.json:
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=2, sort_keys=True)
-        os.replace(tmp, args.json)
+    if output is not None:
+        try:
+            output.write(json.dumps(result, indent=2, sort_keys=True))
+        except OutputError as error:
+            print(f"localneuron estimate: {error}", file=sys.stderr)
+            return 1
     return 0

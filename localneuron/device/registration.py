@@ -8,7 +8,7 @@ from torch._C._dynamo import eval_frame
 from localneuron import _C
 from localneuron.adaptive_eager import engine as adaptive_eager
 from localneuron.device import neuron_module, shutdown
-from localneuron.ops import policy
+from localneuron.ops import policy, queueing
 from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
@@ -32,6 +32,12 @@ def executor_callbacks() -> dict:
     return callbacks
 
 
+def executor_contract() -> dict:
+    """What install_executor takes: the policy's callbacks, and the ops whose Scalar values set their output
+    shape (those values are part of their signatures, csrc/executor/signature.h)."""
+    return {**executor_callbacks(), "ops_shaped_by_scalars": sorted(queueing.SHAPE_FROM_SCALARS)}
+
+
 def register() -> None:
     global _registered
     if _registered:
@@ -49,7 +55,7 @@ def register() -> None:
     torch._register_device_module("neuron", neuron_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_launch_blocking(launch_blocking)
-    _C.install_executor(**executor_callbacks())
+    _C.install_executor(**executor_contract())
     adaptive_eager.install()
     _C.set_host_sync_observer(host_syncs.observe)
     line_time.install()

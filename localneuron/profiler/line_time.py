@@ -7,14 +7,13 @@ kernels, issued from Python, pass through note(). Work issued by the autograd en
 Python caller: the C++ sampler hands it to _sample(), which credits the user line that called
 backward(), marked as such.
 """
-import os
 import sys
 import threading
 from collections import Counter
 
 from localneuron import _C
 from localneuron.runtime import call_sites
-from localneuron.runtime.environment import read
+from localneuron.runtime.environment import given, read
 
 SAMPLE_GAP_VAR = "LOCALNEURON_SOURCE_TIME_SAMPLE_NS"
 BACKWARD = " (backward)"
@@ -61,7 +60,7 @@ def note(seconds: float) -> None:
 
 def install() -> None:
     # a gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)
-    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library, not os.environ.get(SAMPLE_GAP_VAR))
+    _C.set_line_sampler(_sample, read(SAMPLE_GAP_VAR), call_sites.is_library, given(SAMPLE_GAP_VAR) is None)
 
 
 def uninstall() -> None:
