@@ -7,6 +7,7 @@ import torch  # noqa: F401  (the C++ core links against torch's libraries)
 
 from localneuron import _C  # noqa: F401,E402  (loads the C++ core: allocator, guard, hooks, kernels)
 from localneuron.device.registration import register as _register  # noqa: E402
+from localneuron.runtime.checked_files import OutputError as _OutputError  # noqa: E402
 from localneuron.runtime.environment import ConfigurationError as _ConfigurationError  # noqa: E402
 
 try:
@@ -24,7 +25,14 @@ from localneuron.profiler import inspect_env as _inspect_env  # noqa: E402
 from localneuron.profiler import kineto_bridge as _kineto_bridge  # noqa: E402
 
 _kineto_bridge.install()  # the device's part of torch.profiler traces
-_inspect_env.start_from_environment()  # NEURON_RT_INSPECT_ENABLE
+try:
+    _inspect_env.start_from_environment()  # NEURON_RT_INSPECT_ENABLE
+except (_ConfigurationError, _OutputError) as _error:
+    # The device works: only the environment route's profile is off, and the message says which variable.
+    import warnings
+
+    warnings.warn(f"localneuron: no NEURON_RT_INSPECT_* profile will be written: {_error} The neuron device works; "
+                  "fix the variable or unset NEURON_RT_INSPECT_ENABLE.", RuntimeWarning, stacklevel=2)
 _import_hooks.install()  # integrations load only when the library they adapt is imported
 
 __version__ = "0.1.0"

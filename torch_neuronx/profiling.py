@@ -15,6 +15,7 @@ import time
 import torch
 
 from localneuron.profiler import capture_config, kineto_bridge, profile_files
+from localneuron.runtime.checked_files import OutputDirectory
 
 
 class ProfileMode(enum.Enum):
@@ -51,10 +52,13 @@ class NeuronConfig(torch._C._profiler._ExperimentalConfig):
 
 
 class NeuronProfiler:
-    """on_trace_ready=NeuronProfiler(cfg).export_trace writes the framework trace next to the neuron files."""
+    """on_trace_ready=NeuronProfiler(cfg).export_trace writes the framework trace next to the neuron files.
+    The output directory is checked and opened here, before the profiled run (runtime/checked_files.py):
+    a directory that cannot be used raises OutputError now, not when the trace is ready."""
 
     def __init__(self, config: NeuronConfig | None = None):
         self.config = config or NeuronConfig()
+        self.output = OutputDirectory(self.config.capture.output_dir, what="the profile (profile_output_dir)")
         self.last_output_dir = None
 
     def export_trace(self, prof) -> str:
@@ -65,9 +69,8 @@ class NeuronProfiler:
         trace = trace._replace(config=self.config.capture)
         steps = sorted(round(e.time_range.start * 1000) + prof.profiler.kineto_results.trace_start_ns()
                        for e in prof.events() if e.name.startswith("ProfilerStep"))
-        path = profile_files.write(self.config.capture.output_dir, trace, prof.export_chrome_trace, steps,
-                                   _cpu_util(prof, trace))
-        self.last_output_dir = str(path)
+        path = profile_files.write(self.output, trace, prof.export_chrome_trace, steps, _cpu_util(prof, trace))
+        self.last_output_dir = path
         return self.last_output_dir
 
 

@@ -21,9 +21,10 @@ enum class Route : int { Device = 0, Python = 1, DeviceWrapInt64 = 2 };
 // data, run at once without waiting for the queue.
 enum class Execution : int { Synchronous = 0, Queued = 1, Metadata = 2 };
 
-// What may influence a route: the op and everything in its signature (signature.h): tensor dtypes,
-// shapes, contiguity and device types, and the values of int, bool, dtype and device arguments.
-// Floating-point and string arguments do not: two calls differing only in them share an executable.
+// What may influence a route, and a queued op's output layout: exactly what its signature covers, listed
+// once, in signature.h (tensor metadata, wrapped numbers, list lengths, int and bool values, the kind but not
+// the value of Scalar, float and string arguments, the default dtype). Two calls with one signature share an
+// executable, and each computes with its own argument values.
 struct RouteDecision {
   Route route;
   Execution execution;

@@ -71,7 +71,7 @@ struct Operands {
 };
 
 // A Python number turned into a tensor by the binding (x * 0.5): it stays on the host, as the boxed
-// path leaves it, and its value is not part of the signature (signature.cpp).
+// path leaves it, and its value is not part of the signature (signature.h).
 bool is_python_number(const at::Tensor& t) {
   return t.unsafeGetTensorImpl()->is_wrapped_number() && t.is_cpu() && t.dim() == 0;
 }
@@ -83,8 +83,8 @@ Executable* cached_device_executable(const FastOp& fast, const Operands& x, uint
     if (!(x.b.is_privateuseone() && x.b.device() == x.a.device()) && !is_python_number(x.b)) return nullptr;
     h = tensor_signature(h, x.b);
   }
-  if (x.scalar != nullptr) h = value_signature(h, c10::IValue(*x.scalar));
-  *key = h;
+  if (x.scalar != nullptr) h = scalar_signature(h, c10::IValue(*x.scalar));
+  *key = h = finish_signature(h);
   Executable* exe = find_executable(h);
   return exe != nullptr && exe->route == Route::Device ? exe : nullptr;
 }

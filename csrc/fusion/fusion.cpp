@@ -5,6 +5,7 @@
 
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -24,11 +25,12 @@ namespace py = pybind11;
 namespace localneuron {
 namespace {
 
-// Set by localneuron/adaptive_eager/engine.py from the environment table; atomics because workers read them.
+// Set by set_fusion from the environment table (localneuron/runtime/environment.py holds the defaults)
+// before any op is queued; nothing reads them while g_enabled is false. Atomics because workers read them.
 std::atomic<bool> g_enabled{false};
-std::atomic<size_t> g_run_limit{64};     // TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT
-std::atomic<size_t> g_low_threshold{2};  // TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD
-std::atomic<bool> g_skip_intermediate{true};  // TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE
+std::atomic<size_t> g_run_limit{0};      // TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT
+std::atomic<size_t> g_low_threshold{0};  // TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD
+std::atomic<bool> g_skip_intermediate{false};  // TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE
 
 // A run signature is compiled the second time it is seen: a run that occurs once (one prompt's
 // shapes) never pays for a compile.
@@ -195,6 +197,8 @@ SegmentPlan plan_segment(const std::vector<const FusibleCall*>& calls, const std
         for (int64_t s : t.strides) h = mix(h, static_cast<uint64_t>(s) + 0x5d);
       }
     }
+    // The results' dtypes: type promotion gave them from the default dtype the ops were issued under.
+    for (const TensorSnapshot& out : calls[i]->outputs) h = mix(h, static_cast<uint64_t>(out.dtype) + 0x0d);
     produced.add(*calls[i], i - begin, &superseded);
   }
   std::sort(superseded.begin(), superseded.end());
@@ -252,7 +256,7 @@ py::object python_value(const c10::IValue& v) {
 // What compile_run (localneuron/adaptive_eager/compile.py) builds the fused graph from.
 py::dict describe_for_compile(const std::vector<const FusibleCall*>& calls, const std::vector<std::unique_ptr<QueuedWork>>& items,
                               size_t begin, size_t end, const SegmentPlan& plan) {
-  py::list ops, lines;
+  py::list ops, lines, result_dtypes;
   ProducedIndex produced;
   for (size_t i = begin; i < end; i++) {
     const c10::OperatorName& name = calls[i]->op->operator_name();
@@ -271,7 +275,12 @@ py::dict describe_for_compile(const std::vector<const FusibleCall*>& calls, cons
       while (!(*plan.inputs[k] == *a.tensor)) k++;
       arguments.append(py::make_tuple("input", k));
     }
+    py::list dtypes;
+    for (const TensorSnapshot& out : calls[i]->outputs) {
+      dtypes.append(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(out.dtype))));
+    }
     ops.append(py::make_tuple(name.name, name.overload_name, arguments));
+    result_dtypes.append(dtypes);
     lines.append(source_text(items[i]->source));
     produced.add(*calls[i], i - begin);
   }
@@ -280,6 +289,7 @@ py::dict describe_for_compile(const std::vector<const FusibleCall*>& calls, cons
   for (const auto& [item, output] : plan.live) live.append(py::make_tuple(item, output));
   py::dict d;
   d["ops"] = ops;
+  d["result_dtypes"] = result_dtypes;
   d["lines"] = lines;
   d["inputs"] = inputs;
   d["outputs"] = live;
@@ -398,6 +408,9 @@ bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tens
   at::ScalarType sixteen_bit = at::ScalarType::Undefined;  // a 16-bit float operand's type
   for (const at::Tensor* t : operands) {
     if (!t->defined()) continue;
+    // ATen adds complex numbers as a + (1 + 0j) * b, which makes NaN of an infinite part; the generated code
+    // adds straight (localneuron/adaptive_eager/fusible_ops.py).
+    if (at::isComplexType(t->scalar_type())) return false;
     number = number || is_wrapped_scalar(*t);
     if (t->scalar_type() == at::kHalf || t->scalar_type() == at::kBFloat16) sixteen_bit = t->scalar_type();
   }

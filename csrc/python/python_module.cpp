@@ -8,6 +8,7 @@
 #include "profiler/line_sampler.h"
 #include "runtime/memory_history.h"
 #include "executor/operand_devices.h"
+#include "executor/signature.h"
 #include "runtime/pinned_host.h"
 #include "runtime/source_line.h"
 #include "queue/held_errors.h"
@@ -15,7 +16,9 @@
 #include "profiler/trace_plugin.h"
 #include "runtime/transfer_stats.h"
 
+#include <ATen/ScalarOps.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdio>
@@ -167,11 +170,37 @@ PYBIND11_MODULE(_C, m) {
       .value("DEVICE_WRAP_INT64", Route::DeviceWrapInt64);
   m.def(
       "install_executor",
-      [](py::object on_miss, py::object run_python, py::object on_device_failure) {
+      [](py::object on_miss, py::object run_python, py::object on_device_failure,
+         const std::vector<std::string>& ops_shaped_by_scalars) {
         install_executor({std::move(on_miss), std::move(run_python), std::move(on_device_failure)});
+        set_ops_shaped_by_scalars(ops_shaped_by_scalars);
       },
       py::kw_only(), py::arg("on_miss"), py::arg("run_python"), py::arg("on_device_failure"),
-      "Installs the executor and its policy callbacks (csrc/executor/executor_contract.h); once per process.");
+      py::arg("ops_shaped_by_scalars"),
+      "Installs the executor, its policy callbacks (csrc/executor/executor_contract.h) and the ops whose Scalar "
+      "arguments set their output shape (their values join the signature, csrc/executor/signature.h); once per "
+      "process.");
+  m.def(
+      "signature",
+      [](const std::string& name, const std::string& overload, const py::args& args, const py::kwargs& kwargs) {
+        const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+        const std::vector<c10::Argument>& arguments = op.schema().arguments();
+        py::list passed;
+        for (size_t i = 0; i < args.size(); i++) {
+          const py::handle a = args[i];
+          const bool number = PyBool_Check(a.ptr()) || PyLong_Check(a.ptr()) || PyFloat_Check(a.ptr()) ||
+                              PyComplex_Check(a.ptr());
+          if (number && i < arguments.size() && arguments[i].type()->kind() == c10::TypeKind::TensorType) {
+            // a Python number where a Tensor is expected, wrapped as PyTorch's argument parser wraps it (x * 2.5)
+            passed.append(py::cast(at::native::wrapped_scalar_tensor(
+                torch::jit::toIValue(a, c10::NumberType::get()).toScalar())));
+          } else {
+            passed.append(a);
+          }
+        }
+        return signature(op, torch::jit::createStackForSchema(op.schema(), py::args(passed), kwargs, std::nullopt), 0);
+      },
+      "signature(name, overload, *args, **kwargs): the eager signature of a call (tests of csrc/executor/signature.h).");
   bind_fusion(m);
   m.def("route_whole", &route_whole);
   m.def("set_device_route_only", &set_device_route_only);

@@ -5,11 +5,7 @@ import contextlib
 
 from localneuron import _C
 from localneuron.adaptive_eager.fusible_ops import FLOAT32, FUSIBLE_OPS, NUMBERS_FLOAT32
-from localneuron.ops import tracking
-from localneuron.runtime.environment import BY_NAME, ConfigurationError, read
-
-# Tuning variables whose bad values warn and keep the default, as TorchNeuron's do.
-LENIENT = ("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", "TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT")
+from localneuron.runtime.environment import read
 
 
 def _compile_run(description: dict):
@@ -18,23 +14,14 @@ def _compile_run(description: dict):
     return compile.compile_run(description)
 
 
-def lenient_read(name: str) -> int:
-    try:
-        return read(name)
-    except ConfigurationError as error:
-        default = BY_NAME[name].default
-        tracking.warn_once(f"adaptive-eager:{name}", f"{error} Using the default {default}.")
-        return BY_NAME[name].parse(default)
-
-
 _enabled = False
 
 
 def configure(enabled: bool) -> None:
     global _enabled
     _enabled = enabled
-    _C.set_fusion(enabled=enabled, run_limit=lenient_read("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT"),
-                  low_threshold=lenient_read("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD"),
+    _C.set_fusion(enabled=enabled, run_limit=read("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT"),
+                  low_threshold=read("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD"),
                   skip_intermediate=read("TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE"))
 
 

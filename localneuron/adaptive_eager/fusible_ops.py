@@ -1,9 +1,13 @@
-"""The ops Adaptive Eager may fuse: those whose generated code gives the same bits as ATen's kernel
-(tests/execution/test_adaptive_eager.py checks every entry against unfused eager on float32, bfloat16 and float16,
-signed zeros, infinities and NaN among the inputs). NaNs match as NaNs: the generated code may return
-another NaN encoding (sign, payload) than ATen's kernel, which IEEE 754 leaves open.
+"""The ops Adaptive Eager may fuse: those whose generated code gives the same bits as ATen's kernel.
+tests/execution/test_adaptive_eager.py checks every entry against unfused eager on every dtype its rule
+admits, with every pair of signed zeros, NaNs with payloads (negative, signalling), infinities, denormals
+and extremes as operands and as Python numbers, in ATen's vector loop, its scalar tail and its strided
+loop. NaNs match as NaNs: the generated code may return another NaN encoding (sign, payload) than ATen's
+kernel, which IEEE 754 leaves open. Complex operands are never fused (csrc/fusion/fusion.cpp
+is_fusible_call): ATen adds and subtracts complex numbers as a + alpha * b with alpha = 1 + 0j, which
+turns an infinite part into NaN where the generated code adds straight.
 
-Each entry's rule: ANY (every dtype), FLOAT32 (not with 16-bit float operands: the generated code and
+Each entry's rule: ANY (every real dtype), FLOAT32 (not with 16-bit float operands: the generated code and
 ATen differ in the last bit there), NUMBERS_FLOAT32 (with a Python number among the arguments only on
 float32: ATen rounds the number to the 16-bit type first, the generated code computes with it in float32).
 Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of another dtype stays unfused
@@ -12,8 +16,10 @@ Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of anoth
 Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and
 ATen's differ in the last bit); sqrt (found 1 ulp apart on float32); integer division (the generated code does not raise on zero); RNG ops
-(the stream of random numbers is the eager one only op by op); in-place and out= overloads (a run's
-outputs must be new tensors); ops taking tensor lists or devices (cat, _to_copy: the run's wiring
+(the stream of random numbers is the eager one only op by op); maximum and minimum (ATen's own kernel
+answers (+0, -0) with the first operand in its scalar loops and with the second in its vector loop, so
+its result depends on where the element falls, which no generated code can follow); in-place and out=
+overloads (a run's outputs must be new tensors); ops taking tensor lists or devices (cat, _to_copy: the run's wiring
 knows single tensors and plain values only).
 """
 
@@ -27,10 +33,8 @@ FUSIBLE_OPS = {
     "aten::neg": ANY,
     "aten::abs": ANY,
     "aten::relu": ANY,
-    "aten::maximum": ANY,
-    "aten::minimum": ANY,
     "aten::where.self": ANY,
-    "aten::clamp": ANY,
+    "aten::clamp": ANY,  # generated from compile.py's EXACT_DECOMPOSITIONS, which keep ATen's signed zeros
     "aten::rsqrt": FLOAT32,
     "aten::reciprocal": ANY,
     "aten::pow.Tensor_Scalar": ANY,  # squares only, see ONLY_WITH

@@ -2,8 +2,10 @@
 HBM, computed from a Hugging Face config.json, a model factory or the user's own training script,
 without allocating the model. Bad input (a missing or broken file, a layout the instances cannot hold,
 sizes beyond any run) ends with exit status 2 and a message saying what to change."""
-import dataclasses
+import json
 import sys
+
+from localneuron.runtime.checked_files import OutputError, OutputFile
 
 EXIT_BAD_INPUT = 2
 
@@ -130,6 +132,12 @@ def run(args) -> int:
     from localneuron.estimate.layout import Layout
 
     try:
+        # checked and opened now: a --json path that cannot be written fails before the estimate runs
+        output = OutputFile(args.json, "--json") if args.json else None
+    except OutputError as error:
+        print(f"localneuron estimate: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
         target = estimate_run.target_chip(args.target, args.lnc)
         if args.script:
             result = _script(args, target)
@@ -166,10 +174,12 @@ def run(args) -> int:
               f"give the sizes of the run you want estimated", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(summary.render(result))
-    if args.json:
-        from localneuron.cli.main import _write_json
-
-        _write_json(result, args.json)
+    if output is not None:
+        try:
+            output.write(json.dumps(result, indent=2, sort_keys=True))
+        except OutputError as error:
+            print(f"localneuron estimate: {error}", file=sys.stderr)
+            return 1
     return 0
 
 

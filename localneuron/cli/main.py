@@ -5,29 +5,9 @@ import json
 import os
 import runpy
 import sys
-import tempfile
 import traceback
 
 from localneuron.cli import estimate
-
-
-def _report_target_problem(path: str) -> str | None:
-    """Why a report file could not be written to `path`, checked before the script runs."""
-    if os.path.isdir(path):
-        return "it is a directory"
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        return f"the directory {directory} does not exist"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"the directory {directory} is not writable"
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        return "the file is not writable"
-    return None
-
-
-def _write_json(data: dict, path: str) -> None:
-    """Replaces `path` atomically; a failed write leaves neither a partial file nor a temporary one."""
-    _write_text_atomic(json.dumps(data, indent=2, sort_keys=True), path)
 
 
 def _exit_status(exit_: SystemExit) -> int:
@@ -77,37 +57,33 @@ def _strict_failures(data: dict, max_recompiles: int) -> list[str]:
     return failures
 
 
-def _write_text_atomic(text: str, path: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _run(args) -> int:
     import torch  # noqa: F401  (autoload registers the device)
 
     import localneuron  # noqa: F401  (in case autoload is disabled)
     from localneuron.cli import ranks, report
     from localneuron.device import shutdown
+    from localneuron.profiler import inspect_env
+    from localneuron.runtime import environment
+    from localneuron.runtime.checked_files import OutputError, OutputFile
     from localneuron.runtime.config import ConfigurationError, device_config
 
     if not args.module and not os.path.exists(args.script):
         print(f"localneuron run: no such script: {args.script}", file=sys.stderr)
         return 2
-    for flag, path in (("--json", args.json), ("--html", args.html)):
-        problem = path and _report_target_problem(path)
-        if problem:
-            print(f"localneuron run: cannot write {flag} {path}: {problem}", file=sys.stderr)
-            return 2
+    problems = environment.problems(include_lenient=False)
+    for problem in problems:
+        print(f"localneuron run: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     try:
+        # the report files' directories are checked and opened now: a bad path fails before the run, not after
+        outputs = {flag: OutputFile(path, flag) for flag, path in (("--json", args.json), ("--html", args.html)) if path}
         device_config()
-    except ConfigurationError as error:
+        if inspect_env.start_error is not None:
+            raise inspect_env.start_error
+        job = ranks.current_job()  # under a launcher: every rank's report directory, opened now
+    except (ConfigurationError, OutputError) as error:
         print(f"localneuron run: {error}", file=sys.stderr)
         return 2
     pid = os.getpid()
@@ -124,25 +100,21 @@ def _run(args) -> int:
         status = status or 1
     data = report.collect()
     out = sys.stderr if args.report_to_stderr else sys.stdout
-    job = ranks.current_job()
     if job is not None:
         data = ranks.exchange(job, data)  # every rank writes its report; rank 0 gets the merged one
     if data is None:
         return status
     print(report.render(data), file=out)
-    writers = []
-    if args.json:
-        writers.append(("--json", args.json, lambda: _write_json(data, args.json)))
+    contents = {"--json": lambda: json.dumps(data, indent=2, sort_keys=True)}
     if args.html:
         from localneuron.profiler import html_report
 
-        writers.append(("--html", args.html,
-                        lambda: _write_text_atomic(html_report.render(data, sampler.samples), args.html)))
-    for flag, path, write in writers:
+        contents["--html"] = lambda: html_report.render(data, sampler.samples)
+    for flag, output in outputs.items():
         try:
-            write()
-        except OSError as error:
-            print(f"localneuron run: could not write {flag} {path}: {error}", file=sys.stderr)
+            output.write(contents[flag]())
+        except OutputError as error:
+            print(f"localneuron run: could not write {flag} {error.path}: {error.reason}", file=sys.stderr)
             status = status or 1
     if args.strict:
         failures = _strict_failures(data, args.max_recompiles)

@@ -6,12 +6,12 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from localneuron.distributed.report import REPORT_DIR_ENV
 from localneuron.profiler import rank_merge
+from localneuron.runtime.checked_files import OutputDirectory
 from localneuron.runtime.environment import read
 
-REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
 MERGE_TIMEOUT_ENV = "LOCALNEURON_REPORT_MERGE_TIMEOUT"
 # ranks of one job start together; a file whose rank started much earlier is from an earlier job
 SAME_JOB_START_SKEW_S = 60.0
@@ -24,41 +24,37 @@ class Job:
     rank: int
     world_size: int
     expected_ranks: int   # files rank 0 waits for
-    directory: Path
+    directory: OutputDirectory  # checked and opened when the run starts
     run_id: str
 
 
-def _int_env(name: str, default: int | None = None) -> int | None:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise SystemExit(f"localneuron run: {name}={value!r} is not an integer (set by the launcher?)") from None
-
-
 def current_job() -> Job | None:
-    world_size = _int_env("WORLD_SIZE", 1)
-    if world_size <= 1 or "RANK" not in os.environ:
+    """This process's rank in a launched job, its report directory opened now (OutputError if it cannot be
+    used: another user's, a symlink another user planted, read-only); None outside a multi-rank launch."""
+    world_size = read("WORLD_SIZE") or 1
+    rank = read("RANK")
+    if world_size <= 1 or rank is None:
         return None
-    shared = os.environ.get(REPORT_DIR_ENV)
-    directory = Path(shared) if shared else Path(tempfile.gettempdir()) / "localneuron-reports"
-    expected = world_size if shared else _int_env("LOCAL_WORLD_SIZE", world_size)
-    run_id = "-".join(os.environ.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"))
+    shared = read(REPORT_DIR_ENV)
+    # a directory of this user's own unless one is shared on purpose: ranks of one job are one user
+    directory = shared or os.path.join(tempfile.gettempdir(), f"localneuron-reports-{os.geteuid()}")
+    expected = world_size if shared else (read("LOCAL_WORLD_SIZE") or world_size)
+    run_id = "-".join(read(k) or "" for k in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"))
     safe_run_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-    return Job(_int_env("RANK"), world_size, expected, directory, safe_run_id)
+    return Job(rank, world_size, expected, OutputDirectory(directory, what=f"the rank reports ({REPORT_DIR_ENV})"),
+               safe_run_id)
 
 
-def _path(job: Job, rank: int) -> Path:
-    return job.directory / f"localneuron-run-{job.run_id}-rank{rank}.json"
+def _name(job: Job, rank: int) -> str:
+    return f"localneuron-run-{job.run_id}-rank{rank}.json"
 
 
-def _read(path: Path) -> dict | None:
-    """A rank's report, or None if it is missing, being written, or not a report of this job."""
+def _read(job: Job, rank: int) -> dict | None:
+    """A rank's report, or None if it is missing, not this user's regular file, or not a report of this job."""
+    raw = job.directory.read(_name(job, rank))
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("started"), (int, float)):
         return None
@@ -68,11 +64,7 @@ def _read(path: Path) -> dict | None:
 def exchange(job: Job, data: dict) -> dict | None:
     """Writes this rank's report; on rank 0, returns the merged report (None on other ranks)."""
     data = {**data, "rank": job.rank, "world_size": job.world_size, "started": STARTED}
-    job.directory.mkdir(parents=True, exist_ok=True)
-    path = _path(job, job.rank)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    job.directory.write(_name(job, job.rank), json.dumps(data, indent=2, sort_keys=True))
     if job.rank != 0:
         return None
     timeout = read(MERGE_TIMEOUT_ENV)
@@ -80,7 +72,7 @@ def exchange(job: Job, data: dict) -> dict | None:
     reports = {0: data}
     while len(reports) < job.expected_ranks and time.monotonic() < deadline:
         for rank in range(job.world_size):
-            if rank not in reports and (found := _read(_path(job, rank))) is not None:
+            if rank not in reports and (found := _read(job, rank)) is not None:
                 reports[rank] = found
         if len(reports) < job.expected_ranks:
             time.sleep(0.2)

@@ -13,9 +13,10 @@ import datetime
 import os
 import re
 
-from localneuron.compiler import checked_files
-from localneuron.compiler.checked_files import Untrusted
 from localneuron.ops import tracking
+from localneuron.runtime import checked_files
+from localneuron.runtime.checked_files import Untrusted
+from localneuron.runtime.environment import read
 
 # kind -> (directory, suffix)
 LAYOUT = {
@@ -26,7 +27,7 @@ LAYOUT = {
 
 
 def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
+    return read("RANK") or 0
 
 
 def preserve(debug_dir: str, model_name: str, graph_code: str, lowered: str, executable: bytes) -> None:

@@ -3,7 +3,7 @@
 Trust model: nothing in the cache directory is believed until checked. Every entry is sealed with an
 HMAC under a secret only its writers can read (cache_secret.py) over the entry's own key and payload,
 so a planted, altered, truncated or swapped entry is refused before any of it is used. A private
-cache (the default) must also be this user's own directory (checked_files.py); a shared one
+cache (the default) must also be this user's own directory (runtime/checked_files.py); a shared one
 (LOCALNEURON_SHARED_CACHE_KEY_FILE) may belong to anyone, its entries being checked one by one anyway.
 
 Several processes and ranks share one directory, so every write goes to a temporary file that is
@@ -19,10 +19,11 @@ import hmac
 import os
 import time
 
-from localneuron.compiler import cache_secret, checked_files, metrics
-from localneuron.compiler.checked_files import Untrusted
+from localneuron.compiler import cache_secret, metrics
 from localneuron.compiler.settings import CacheSettings, log
 from localneuron.ops import tracking
+from localneuron.runtime import checked_files
+from localneuron.runtime.checked_files import Untrusted
 
 MAGIC = b"LOCALNEURON-NEFF-CACHE 2\n"
 MAC_HEX = 64

@@ -10,8 +10,9 @@ import os
 import secrets
 import stat
 
-from localneuron.compiler import checked_files
-from localneuron.compiler.checked_files import Untrusted
+from localneuron.runtime import checked_files
+from localneuron.runtime.checked_files import Untrusted
+from localneuron.runtime.environment import read
 
 KEY_BYTES = 32
 MIN_SHARED_KEY_BYTES = 16
@@ -19,7 +20,7 @@ KEY_NAME = "cache-key"
 
 
 def user_key_directory() -> str:
-    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    config = read("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(config, "localneuron")
 
 

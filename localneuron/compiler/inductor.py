@@ -35,8 +35,9 @@ from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
 from torch._inductor.utils import BoxedBool
 
-from localneuron.compiler import checked_files
 from localneuron.compiler.settings import log
+from localneuron.runtime import checked_files
+from localneuron.runtime.environment import overriding
 
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 STORED_KERNELS = "stored"  # inside the private directory: the kernels of loaded entries, named by sha256
@@ -82,19 +83,14 @@ class _BoundedFileLock(torch.utils._filelock.FileLock):
 def inductor_home(directory: str, lock_deadline: float = float("inf")):
     """Inductor working in directory, in this process only (worker processes would not see the lock
     bound), its file locks waited for until lock_deadline at most."""
-    previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     saved = torch.utils._filelock.FileLock, _BoundedFileLock.deadline
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory
     torch.utils._filelock.FileLock, _BoundedFileLock.deadline = _BoundedFileLock, lock_deadline
     try:
-        with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False, compile_threads=1):
+        with overriding("TORCHINDUCTOR_CACHE_DIR", directory), \
+                inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False, compile_threads=1):
             yield
     finally:
         torch.utils._filelock.FileLock, _BoundedFileLock.deadline = saved
-        if previous is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
 
 
 def _digest(source_code: str) -> str:

@@ -1,45 +1,18 @@
 """What a torch.compile(backend="neuron") call is configured with: its options and the environment.
 
-Contract §9.2, §9.5, §9.6, §5.3, §7.5 and §19 name the variables and their defaults; everything the
-backend reads from the environment is read here, once per compiled graph.
+Contract §9.2, §9.5, §9.6, §5.3, §7.5 and §19 name the variables and their defaults; the one environment
+table (runtime/environment.py) reads and checks them, once per compiled graph.
 """
 import logging
-import os
 from dataclasses import dataclass
 
-from localneuron.ops import tracking
-from localneuron.runtime import environment
+from localneuron.runtime.environment import read
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTION_KEYS = ("fallback_execution", "model_name")  # the options keys TorchNeuron reads
 DEFAULT_MODEL_NAME = "model_default"
 
-# The compile variables' names and defaults come from the one environment table (the per-user cache
-# and debug directories of the trust model, cache.py); they are parsed here, leniently, once per graph.
-COMPILE_VARIABLES = (
-    "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
-    "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY",
-    "TORCH_NEURONX_RETAIN_DEVICE_MODE",
-    "TORCH_NEURONX_NEFF_CACHE_DIR",
-    "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR",
-    "TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT",
-    "TORCH_NEURONX_DISABLE_NEFF_CACHE",
-    "TORCH_NEURONX_NEFF_DISABLE_CACHE",
-    "TORCH_NEURONX_DEBUG_DIR",
-    "TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS",
-    "LOCALNEURON_SHARED_CACHE_KEY_FILE",
-)
-ENV_DEFAULTS = {name: environment.BY_NAME[name].default or "" for name in COMPILE_VARIABLES}
-
 log = logging.getLogger("localneuron.compiler")
-
-
-def env(name: str) -> str:
-    return os.environ.get(name, ENV_DEFAULTS[name])
-
-
-def env_flag(name: str) -> bool:
-    return env(name).strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -64,25 +37,11 @@ class CompileSettings:
 
 def cache_settings() -> CacheSettings:
     return CacheSettings(
-        enabled=not (env_flag("TORCH_NEURONX_DISABLE_NEFF_CACHE") or env_flag("TORCH_NEURONX_NEFF_DISABLE_CACHE")),
-        directory=env("TORCH_NEURONX_NEFF_CACHE_DIR"),
-        lock_directory=env("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"),
-        lock_timeout_s=_lock_timeout_s(),
-        shared_key_file=env("LOCALNEURON_SHARED_CACHE_KEY_FILE") or None)
-
-
-def _lock_timeout_s() -> float:
-    value = env("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT")
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        default = ENV_DEFAULTS["TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"]
-        tracking.warn_once(f"lock-timeout:{value}", f"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT={value!r} is not a "
-                           f"number of seconds >= 0; using {default}.")
-        seconds = float(default)
-    return seconds
+        enabled=not (read("TORCH_NEURONX_DISABLE_NEFF_CACHE") or read("TORCH_NEURONX_NEFF_DISABLE_CACHE")),
+        directory=read("TORCH_NEURONX_NEFF_CACHE_DIR"),
+        lock_directory=read("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"),
+        lock_timeout_s=read("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT"),
+        shared_key_file=read("LOCALNEURON_SHARED_CACHE_KEY_FILE"))
 
 
 def resolve(mode: str | None, options: dict | None) -> CompileSettings:
@@ -96,12 +55,12 @@ def resolve(mode: str | None, options: dict | None) -> CompileSettings:
         log.warning("Neuron backend ignores torch.compile options %s; it reads only %s.", unknown, list(OPTION_KEYS))
     fallback = options.get("fallback_execution")
     if fallback is None:
-        fallback = not env_flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
+        fallback = not read("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
     return CompileSettings(
         model_name=str(options.get("model_name") or DEFAULT_MODEL_NAME),
         fallback_execution=bool(fallback),
-        cpu_autocopy=not env_flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"),
-        retain_device=env_flag("TORCH_NEURONX_RETAIN_DEVICE_MODE"),
-        debug_dir=env("TORCH_NEURONX_DEBUG_DIR"),
-        preserve_artifacts=env_flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"),
+        cpu_autocopy=not read("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"),
+        retain_device=read("TORCH_NEURONX_RETAIN_DEVICE_MODE"),
+        debug_dir=read("TORCH_NEURONX_DEBUG_DIR"),
+        preserve_artifacts=read("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS"),
         cache=cache_settings())

@@ -4,6 +4,7 @@ import sys
 
 from localneuron import _C
 from localneuron.device.devices import device_index
+from localneuron.runtime.checked_files import write_output
 
 
 def _counters(device) -> dict:
@@ -157,5 +158,4 @@ def _snapshot(device=None) -> dict:
 
 
 def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
-    with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
+    write_output(filename, pickle.dumps(_snapshot()), "the memory snapshot")

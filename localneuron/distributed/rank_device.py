@@ -12,12 +12,11 @@ When the world group of the `neuron` backend is created, the process attaches to
 LOCAL_RANK / LOCAL_WORLD_SIZE come from the launcher (torchrun); without them they are derived through
 the store, from the ranks that share this host name.
 """
-import os
 import socket
 
 from localneuron import _C
 from localneuron.runtime.config import device_config
-from localneuron.runtime.environment import read
+from localneuron.runtime.environment import given, read, set_if_unset
 
 ORDERING_ERROR = "Neuron runtime should not be initialized before the init_process_group."
 MULTI_DEVICE_ERROR = "Attempted to have more than one device per process in distributed setup"
@@ -34,11 +33,11 @@ def attach(store, rank: int, world_size: int) -> int:
     if _C.runtime_initialized():
         raise AssertionError(ORDERING_ERROR)
     local_rank, local_world_size = _local_rank_and_size(store, rank, world_size)
-    os.environ.setdefault("NEURON_RT_VISIBLE_CORES", str(local_rank))
+    set_if_unset("NEURON_RT_VISIBLE_CORES", str(local_rank))
     config = device_config()
     if len(config.visible_cores) != 1:
         raise AssertionError(
-            f"{MULTI_DEVICE_ERROR}: NEURON_RT_VISIBLE_CORES={os.environ['NEURON_RT_VISIBLE_CORES']!r} names "
+            f"{MULTI_DEVICE_ERROR}: NEURON_RT_VISIBLE_CORES={given('NEURON_RT_VISIBLE_CORES')!r} names "
             f"{len(config.visible_cores)} cores. Leave it unset (each rank then takes core LOCAL_RANK) or give "
             "each rank one core.")
     _C.configure_devices(max(local_world_size, local_rank + 1), config.hbm_bytes_per_core, config.target.name)

@@ -10,9 +10,9 @@ overlapped collectives (DDP buckets) each count their own time.
 """
 import atexit
 import json
-from pathlib import Path
 
 from localneuron.distributed import stats
+from localneuron.runtime.checked_files import OutputDirectory
 from localneuron.runtime.environment import read
 
 REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
@@ -44,18 +44,18 @@ _rank_file: dict = {}  # rank and world size of the latest world group; written 
 
 
 def write_at_exit(rank: int, world_size: int) -> None:
-    """Arranges for this rank's file to be written at exit, if LOCALNEURON_REPORT_DIR asks for it."""
-    if read(REPORT_DIR_ENV):
+    """Arranges for this rank's file to be written at exit, if LOCALNEURON_REPORT_DIR asks for it; the
+    directory is checked and opened now (OutputError names it if it cannot be used)."""
+    path = read(REPORT_DIR_ENV)
+    if path:
         if not _rank_file:
-            atexit.register(_write)
+            atexit.register(_write, OutputDirectory(path, what=f"the rank report ({REPORT_DIR_ENV})"))
         _rank_file.update(rank=rank, world_size=world_size)
 
 
-def _write() -> None:
-    directory = Path(read(REPORT_DIR_ENV))
-    directory.mkdir(parents=True, exist_ok=True)
+def _write(directory: OutputDirectory) -> None:
     data = {**_rank_file, "distributed": collect()}
-    (directory / f"localneuron-report-rank{data['rank']}.json").write_text(json.dumps(data, indent=2) + "\n")
+    directory.write(f"localneuron-report-rank{data['rank']}.json", json.dumps(data, indent=2) + "\n")
 
 
 def _size(n: int) -> str:

@@ -18,7 +18,6 @@ the optimizer state; the second is every later step) and that step is priced:
 """
 import argparse
 import json
-import math
 import os
 import runpy
 import subprocess

@@ -3,8 +3,9 @@
 The C++ executor calls on_miss() once per new op signature, then keeps the decision: Route.DEVICE runs
 the host kernel on zero-copy aliases in C++ (also the CPU fallbacks queueing.QUEUED_FALLBACKS lists);
 Route.PYTHON runs the other fallbacks or the 64-bit policy below.
-The contract (routes, callbacks, which arguments a decision may depend on) is csrc/executor/executor_contract.h:
-the signature ignores float and string values, so nothing here may decide from them.
+The contract (routes, callbacks) is csrc/executor/executor_contract.h; a decision may depend only on what
+the call's signature covers (csrc/executor/signature.h): not on the value of a Scalar, float or string
+argument, which every later call with that signature may change.
 """
 import functools
 import sys

@@ -30,6 +30,15 @@ SHAPE_FROM_FLOAT_OR_STRING = {
 }
 
 
+# op -> why the values of its Scalar arguments set its output shape. The signature keeps their values
+# (csrc/executor/signature.h; other ops' Scalars count by kind only, so clamp(x, min=i) is one executable for
+# every i), so with ints alone their calls are queued with the right shape.
+SHAPE_FROM_SCALARS = {
+    "aten::arange": "start, end and step set the length",
+    "aten::range": "start, end and step set the length",
+}
+
+
 # op -> why its int results follow from its signature (a queued op's results are fixed on its first call)
 INT_RESULTS_FROM_SHAPES = {
     "aten::_scaled_dot_product_fused_attention_overrideable": "max_q and max_k are the sequence lengths",

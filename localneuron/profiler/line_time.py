@@ -7,14 +7,13 @@ kernels, issued from Python, pass through note(). Work issued by the autograd en
 Python caller: the C++ sampler hands it to _sample(), which credits the user line that called
 backward(), marked as such.
 """
-import os
 import sys
 import threading
 from collections import Counter
 
 from localneuron import _C
 from localneuron.runtime import call_sites
-from localneuron.runtime.environment import read
+from localneuron.runtime.environment import given, read
 
 SAMPLE_GAP_VAR = "LOCALNEURON_SOURCE_TIME_SAMPLE_NS"
 BACKWARD = " (backward)"
@@ -61,7 +60,7 @@ def note(seconds: float) -> None:
 
 def bounded_cost() -> bool:
     """A gap set explicitly is kept as given; the default one widens where samples are costly (line_sampler.h)."""
-    return not os.environ.get(SAMPLE_GAP_VAR)
+    return given(SAMPLE_GAP_VAR) is None
 
 
 def install() -> None:

@@ -16,15 +16,18 @@
         host_mem.json                    HOST_MEMORY mode; replaces host_mem.pb
 """
 import csv
+import io
 import json
 import os
 import socket
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from localneuron import _C
 from localneuron.profiler import engines, kineto_bridge, step_metrics
+from localneuron.runtime.checked_files import OutputDirectory
 
 FORMATS = {
     "system_profile.json": "Chrome trace event JSON (ui.perfetto.dev, chrome://tracing) instead of ntrace.pb/trace_info.pb",
@@ -38,12 +41,16 @@ FORMATS = {
 }
 
 
-def directory_for(output_dir: str) -> Path:
-    instance = "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname()) or "localhost"
+def instance_name() -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname()) or "localhost"
+
+
+def directory_for(output: OutputDirectory) -> OutputDirectory:
+    """<output>/<instance>_pid_<pid>/<timestamp>/, made this user's own below the checked output directory
+    and used only through descriptors: neither can be another user's directory or a symlink."""
     stamp = time.strftime("%Y%m%d_%H%M%S") + f"_{time.time_ns() % 1_000_000_000:09d}"
-    path = Path(output_dir) / f"{instance}_pid_{os.getpid()}" / stamp
-    path.mkdir(parents=True, exist_ok=False)
-    return path
+    with output.subdirectory(f"{instance_name()}_pid_{os.getpid()}") as process:
+        return process.subdirectory(stamp, exclusive=True)
 
 
 def _us(ns: int) -> float:
@@ -78,8 +85,8 @@ def _chrome_events(trace, spans, with_runtime: bool) -> list[dict]:
     return events
 
 
-def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+def _write_json(directory: OutputDirectory, name: str, data) -> None:
+    directory.write(name, json.dumps(data, indent=1, default=str) + "\n")
 
 
 def _step_windows(step_starts_ns: list[int], trace) -> list[tuple[str, int, int]]:
@@ -124,10 +131,20 @@ def _ops_rows(trace) -> list[dict]:
 PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1, as torch.profiler writes it in "[memory]" events
 
 
-def _framework_events(path: Path) -> list[dict]:
+def _framework_trace(export) -> bytes:
+    """What export(path) writes (torch.profiler's Chrome trace), written first in a private temporary directory:
+    it opens the path it is given, following links, so it never gets one in the output directory."""
+    with tempfile.TemporaryDirectory(prefix="localneuron-trace-") as private:
+        path = os.path.join(private, "trace.json")
+        export(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def _framework_events(data: bytes) -> list[dict]:
     try:
-        return json.loads(path.read_text()).get("traceEvents", [])
-    except (OSError, ValueError):
+        return json.loads(data).get("traceEvents", [])
+    except ValueError:
         return []  # no framework trace: the other files do not need it
 
 
@@ -163,18 +180,21 @@ def _framework_mapping(framework: list[dict], trace) -> dict:
     return {"external_id_to_runtime": mapping}
 
 
-def _write_ops(path: Path, rows: list[dict]) -> None:
+def _write_ops(directory: OutputDirectory, rows: list[dict]) -> None:
     fields = ["op", "calls", "host_us", "estimated_device_us", "route"]
-    with open(path / "ops.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    directory.write("ops.csv", text.getvalue())
     try:
         import pyarrow
         import pyarrow.parquet
     except ImportError:
         return  # CSV only: the hf extra brings pyarrow, nothing else needs it
-    pyarrow.parquet.write_table(pyarrow.table({k: [r[k] for r in rows] for k in fields}), path / "ops.parquet")
+    parquet = pyarrow.BufferOutputStream()
+    pyarrow.parquet.write_table(pyarrow.table({k: [r[k] for r in rows] for k in fields}), parquet)
+    directory.write("ops.parquet", parquet.getvalue().to_pybytes())
 
 
 def _host_memory() -> dict:
@@ -190,30 +210,32 @@ def _host_memory() -> dict:
     return {"host_bytes": status, "device": devices}
 
 
-def write(output_dir: str, trace, framework_trace=None, step_starts_ns=(), cpu_util: dict | None = None) -> Path:
-    """Writes one profile directory for `trace` (kineto_bridge.LastTrace); returns its path."""
-    path = directory_for(output_dir)
-    modes = trace.config.modes
-    framework = []
-    if framework_trace is not None:
-        framework_trace(str(path / "trace.json"))
-        framework = _framework_events(path / "trace.json")
-        _write_json(path / f"framework_mapping_{path.name}.json", _framework_mapping(framework, trace))
-    if "RUNTIME" in modes:  # the system profile: runtime layer, with the hardware layer when DEVICE is on
-        _write_json(path / "system_profile.json", {"traceEvents": _chrome_events(trace, trace.spans, True)
-                                                   + _memory_counters(framework), "displayTimeUnit": "ns"})
-    if "DEVICE" in modes:
-        by_executable = defaultdict(list)
-        for s in trace.spans:
-            by_executable[s.details.get("executable", s.name)].append(s)
-        for key, spans in by_executable.items():
-            safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(key))
-            _write_json(path / f"device_profile_model_{safe}.json",
-                        {"traceEvents": _chrome_events(trace, spans, False), "displayTimeUnit": "ns"})
-    _write_json(path / "summary.json", _summary(trace, list(step_starts_ns)))
-    _write_ops(path, _ops_rows(trace))
-    if "CPU_UTIL" in modes:
-        _write_json(path / "cpu_util.json", cpu_util or {})
-    if "HOST_MEMORY" in modes:
-        _write_json(path / "host_mem.json", _host_memory())
-    return path
+def write(output: OutputDirectory, trace, framework_trace=None, step_starts_ns=(), cpu_util: dict | None = None) -> str:
+    """Writes one profile directory for `trace` (kineto_bridge.LastTrace) in `output`; returns its path."""
+    with directory_for(output) as profile:
+        modes = trace.config.modes
+        framework = []
+        if framework_trace is not None:
+            data = _framework_trace(framework_trace)
+            profile.write("trace.json", data)
+            framework = _framework_events(data)
+            _write_json(profile, f"framework_mapping_{os.path.basename(profile.path)}.json",
+                        _framework_mapping(framework, trace))
+        if "RUNTIME" in modes:  # the system profile: runtime layer, with the hardware layer when DEVICE is on
+            _write_json(profile, "system_profile.json", {"traceEvents": _chrome_events(trace, trace.spans, True)
+                                                         + _memory_counters(framework), "displayTimeUnit": "ns"})
+        if "DEVICE" in modes:
+            by_executable = defaultdict(list)
+            for s in trace.spans:
+                by_executable[s.details.get("executable", s.name)].append(s)
+            for key, spans in by_executable.items():
+                safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(key))
+                _write_json(profile, f"device_profile_model_{safe}.json",
+                            {"traceEvents": _chrome_events(trace, spans, False), "displayTimeUnit": "ns"})
+        _write_json(profile, "summary.json", _summary(trace, list(step_starts_ns)))
+        _write_ops(profile, _ops_rows(trace))
+        if "CPU_UTIL" in modes:
+            _write_json(profile, "cpu_util.json", cpu_util or {})
+        if "HOST_MEMORY" in modes:
+            _write_json(profile, "host_mem.json", _host_memory())
+        return profile.path

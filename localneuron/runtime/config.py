@@ -3,10 +3,9 @@
 The variables are parsed and validated by runtime/environment.py; here they are checked against
 each other (visible cores against the instance the target and chip count make).
 """
-import os
 from dataclasses import dataclass
 
-from localneuron.runtime.environment import MAX_CHIPS, ConfigurationError, read
+from localneuron.runtime.environment import MAX_CHIPS, ConfigurationError, given, read
 from localneuron.runtime.targets import TARGETS, Target
 
 __all__ = ["ConfigurationError", "DeviceConfig", "device_config", "selected_target"]
@@ -40,7 +39,7 @@ def device_config() -> DeviceConfig:
     beyond = [c for c in visible if c >= available]
     if beyond:
         raise ConfigurationError(
-            f"NEURON_RT_VISIBLE_CORES={os.environ['NEURON_RT_VISIBLE_CORES'].strip()!r} names core {beyond[0]}, but the simulated instance has {available} logical "
+            f"NEURON_RT_VISIBLE_CORES={given('NEURON_RT_VISIBLE_CORES')!r} names core {beyond[0]}, but the simulated instance has {available} logical "
             f"NeuronCores (0-{available - 1}); raise LOCALNEURON_CHIPS for more.")
     hbm = read("LOCALNEURON_HBM_BYTES_PER_CORE") or target.hbm_bytes_per_core
     return DeviceConfig(target=target, visible_cores=visible, hbm_bytes_per_core=hbm)

@@ -1,14 +1,19 @@
 """Every environment variable localneuron reads: its name, parser, default and a one-line doc.
 
 VARIABLES is the single source for reading them (read() parses and validates), for `localneuron
-info` (describe()) and for docs/environment.md (markdown_table(), printed by scripts/env_table.py).
-A new variable is one line in VARIABLES. A parser takes the stripped text and returns the value,
-or raises ValueError saying which values it accepts; read() turns that into a ConfigurationError
-naming the variable. An empty variable counts as unset.
+info` (describe()) and for the environment table (docs/environment.md, markdown_table(), printed by
+scripts/env_table.py). A new variable is one line in VARIABLES. A parser takes the stripped text and
+returns the value, or raises ValueError saying which values it accepts; read() turns that into a
+ConfigurationError naming the variable, or, for the lenient variables (tuning values TorchNeuron itself
+accepts badly), into one warning and the default. An empty variable counts as unset. Nothing else in
+localneuron touches os.environ (tests/project/test_env_config.py looks for any access, with its reasons
+for the few exceptions).
 """
+import contextlib
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -114,6 +119,16 @@ def device_profile(text: str) -> str | None:
     raise ValueError("expected 0, 1, model or session")
 
 
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise ValueError("expected a number of seconds >= 0")
+    return value
+
+
 def auto_flag(text: str) -> bool | None:
     """A flag that may also be left to localneuron: None for auto."""
     return None if text.lower() == "auto" else flag(text)
@@ -132,6 +147,7 @@ class Variable:
     parse: Callable[[str], Any]
     default: str | None  # None: unset means "not given", and read() returns None
     doc: str
+    lenient: bool = False  # a bad value warns once and the default is used, as TorchNeuron does
 
 
 VARIABLES = (
@@ -154,16 +170,15 @@ VARIABLES = (
     Variable("TORCH_NEURONX_ENABLE_CONCATENATION", flag, "0",
              "1: Adaptive Eager fuses runs of queued element-wise ops into one compiled executable"),
     Variable("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", integer(1, 1 << 16), "2",
-             "Adaptive Eager: runs of fewer ops stay unfused (a bad value warns and keeps the default)"),
+             "Adaptive Eager: runs of fewer ops stay unfused (a bad value warns and keeps the default)", lenient=True),
     Variable("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", integer(1, 1 << 16), "64",
-             "Adaptive Eager: the most ops one fused run holds (a bad value warns and keeps the default)"),
+             "Adaptive Eager: the most ops one fused run holds (a bad value warns and keeps the default)", lenient=True),
     Variable("TORCH_NEURONX_APPLY_SKIP_INTERMEDIATE", flag, "1",
              "0: fused runs also write the intermediate results nothing refers to any more"),
-    # The compile variables (from here to TORCH_NEURONX_RETAIN_DEVICE_MODE) take their defaults from here
-    # but are parsed by compiler/settings.py, leniently (a bad lock timeout warns and keeps the default).
     Variable("TORCH_NEURONX_NEFF_CACHE_DIR", path, f"/tmp/neff_cache-{_UID}", "persistent compile cache directory"),
     Variable("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", path, f"/tmp/local_cache-{_UID}", "compile cache lock directory"),
-    Variable("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", text_value, "600", "seconds to wait for a compile cache lock"),
+    Variable("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", seconds, "600",
+             "seconds to wait for a compile cache lock (a bad value warns and keeps the default)", lenient=True),
     Variable("TORCH_NEURONX_DISABLE_NEFF_CACHE", flag, "0", "1: no persistent compile cache"),
     Variable("TORCH_NEURONX_NEFF_DISABLE_CACHE", flag, "0", "1: no persistent compile cache (older name)"),
     Variable("LOCALNEURON_SHARED_CACHE_KEY_FILE", path, None,
@@ -199,33 +214,97 @@ VARIABLES = (
              "PyTorch's: DETAIL also checks that every rank passes a collective the same shapes"),
     Variable("LOCAL_RANK", integer(0, MAX_RANKS), None, "set by torchrun: this rank's index on its host"),
     Variable("LOCAL_WORLD_SIZE", integer(1, MAX_RANKS), None, "set by torchrun: ranks on this host"),
+    Variable("RANK", integer(0, MAX_RANKS), None, "set by torchrun: this rank's index in the job"),
+    Variable("WORLD_SIZE", integer(1, MAX_RANKS), None, "set by torchrun: ranks in the job"),
+    Variable("TORCHELASTIC_RUN_ID", text_value, None, "set by torchrun: with MASTER_ADDR and MASTER_PORT, names the "
+             "job whose rank reports `localneuron run` merges"),
+    Variable("MASTER_ADDR", text_value, None, "set by torchrun: the rendezvous host"),
+    Variable("MASTER_PORT", text_value, None, "set by torchrun: the rendezvous port"),
+    Variable("XDG_CONFIG_HOME", path, None, "the compile cache key lives in $XDG_CONFIG_HOME/localneuron/ (unset: "
+             "~/.config/localneuron/)"),
+    Variable("MALLOC_TRIM_THRESHOLD_", text_value, None,
+             "glibc's: when set, it keeps the heap's trim threshold instead of localneuron (runtime/host_heap.py)"),
+    Variable("MALLOC_MMAP_THRESHOLD_", text_value, None,
+             "glibc's: when set, it keeps the heap's mmap threshold instead of localneuron (runtime/host_heap.py)"),
 )
 BY_NAME = {v.name: v for v in VARIABLES}
 
 
+_warned: set = set()  # (name, value) of the lenient variables' bad values, warned once each
+
+
+def given(name: str) -> str | None:
+    """The text `name` is set to (stripped), or None when it is unset or empty: for messages, and for
+    telling a value given explicitly from the default."""
+    return os.environ.get(BY_NAME[name].name, "").strip() or None
+
+
 def read(name: str):
-    """The parsed value of `name` (its default when unset); a bad value raises ConfigurationError."""
+    """The parsed value of `name` (its default when unset); a bad value raises ConfigurationError, or,
+    for a lenient variable, warns once and gives the default."""
     variable = BY_NAME[name]
-    raw = os.environ.get(name, "").strip()
-    if not raw:
+    raw = given(name)
+    if raw is None:
         return None if variable.default is None else variable.parse(variable.default)
     try:
         return variable.parse(raw)
     except ValueError as error:
-        raise ConfigurationError(f"{name}={raw!r} is not valid: {error}. ({name}: {variable.doc})") from None
+        problem = f"{name}={raw!r} is not valid: {error}."
+        if not variable.lenient:
+            raise ConfigurationError(f"{problem} ({name}: {variable.doc})") from None
+        if (name, raw) not in _warned:
+            _warned.add((name, raw))
+            if read("TORCH_NEURONX_LOG_LEVEL") >= 1:
+                warnings.warn(f"[Neuron] [WARNING] {problem} Using the default {variable.default}.", UserWarning,
+                              stacklevel=2)
+        return variable.parse(variable.default)
+
+
+def set_if_unset(name: str, value: str) -> None:
+    """Gives `name` a value for this process and its children, unless the user gave one."""
+    if given(name) is None:
+        BY_NAME[name].parse(value)
+        os.environ[name] = value
+
+
+@contextlib.contextmanager
+def overriding(name: str, value: str):
+    """Sets a variable another library reads (not one of localneuron's) within the block, then restores it."""
+    if name in BY_NAME:
+        raise ValueError(f"{name} is localneuron's own: read it with read()")
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def problems(include_lenient: bool = True) -> list[str]:
+    """The error of every variable with a bad value, for checks made at start."""
+    found = []
+    for variable in VARIABLES:
+        raw = given(variable.name)
+        if raw is not None and (include_lenient or not variable.lenient):
+            try:
+                variable.parse(raw)
+            except ValueError as error:
+                found.append(f"{variable.name}={raw!r} is not valid: {error}. ({variable.name}: {variable.doc})")
+    return found
 
 
 def describe() -> list[tuple[str, str]]:
     """(name, what is in effect) for every variable, bad values included, for `localneuron info`."""
+    bad = {problem.split("=", 1)[0]: problem for problem in problems()}
     rows = []
     for variable in VARIABLES:
-        raw = os.environ.get(variable.name, "").strip()
-        try:
-            read(variable.name)
-        except ConfigurationError as error:
-            rows.append((variable.name, f"INVALID: {error}"))
-            continue
-        if raw:
+        raw = given(variable.name)
+        if variable.name in bad:
+            rows.append((variable.name, f"INVALID: {bad[variable.name]}"))
+        elif raw:
             rows.append((variable.name, raw))
         else:
             rows.append((variable.name, "unset" if variable.default is None else f"unset (default {variable.default})"))

@@ -12,8 +12,9 @@ glibc only; MALLOC_TRIM_THRESHOLD_ or MALLOC_MMAP_THRESHOLD_ in the environment 
 take precedence over these values.
 """
 import ctypes
-import os
 import platform
+
+from localneuron.runtime.environment import given
 
 _M_TRIM_THRESHOLD = -1  # <malloc.h>
 _M_MMAP_THRESHOLD = -3
@@ -28,5 +29,5 @@ def keep_heap_for_reuse() -> None:
     libc = ctypes.CDLL(None)
     for variable, parameter, value in (("MALLOC_TRIM_THRESHOLD_", _M_TRIM_THRESHOLD, TRIM_THRESHOLD),
                                        ("MALLOC_MMAP_THRESHOLD_", _M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
-        if variable not in os.environ:
+        if given(variable) is None:
             libc.mallopt(parameter, value)

@@ -116,6 +116,7 @@ def test_preserved_artifacts_follow_the_debug_dir_layout(private_cache, tmp_path
 @pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
 def test_unusable_lock_timeout_warns_and_keeps_the_default(private_cache, monkeypatch, value):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT", value)
-    with pytest.warns(UserWarning, match=f"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT='{value}' is not a number of seconds"):
+    with pytest.warns(UserWarning, match=f"TORCH_NEURONX_NEFF_CACHE_LOCK_TIMEOUT='{value}' is not valid: expected a "
+                                         "number of seconds >= 0. Using the default 600"):
         out = compile_and_run(double_plus_one, torch.ones(3))
     torch.testing.assert_close(out, torch.full((3,), 3.0))

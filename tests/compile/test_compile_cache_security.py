@@ -398,10 +398,10 @@ def test_model_name_cannot_place_artifacts_outside_the_debug_directory(paths, mo
 
 
 def test_default_locations_are_per_user():
-    from localneuron.compiler import settings
+    from localneuron.runtime import environment
 
     for name in ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TORCH_NEURONX_DEBUG_DIR"):
-        assert settings.ENV_DEFAULTS[name].endswith(f"-{os.geteuid()}")
+        assert environment.BY_NAME[name].default.endswith(f"-{os.geteuid()}")
 
 
 def test_new_cache_and_key_are_private(paths):

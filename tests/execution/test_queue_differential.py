@@ -645,6 +645,118 @@ def test_blocking_mode_gives_the_cpu_bits_with_several_issuing_threads(seeds):
     assert not found, report_threads(programs, "blocking", found)
 
 
+# ----------------------------------------------------------------------------------------------------
+# Type promotion, the default dtype, int lists and signed zeros (issue 27: results once depended on what ran
+# before, because a signature did not tell these calls apart)
+
+PROMOTION_SEED_BASE = 10_000
+PROMOTION_SEEDS = range(PROMOTION_SEED_BASE, PROMOTION_SEED_BASE + 24)
+PROMOTION_FUSED_SEEDS = [PROMOTION_SEED_BASE + k for k in (0, 5, 10, 15)]
+# 0-dim tensors of other dtypes than the pool's, on the host (as CPU scalars mix with device tensors) and on
+# the device; not pool tensors: they are operands only. No float64 or int64 ones on the device: those compute
+# in 32 bits there, by design.
+ZERO_DIM = ("z0 = torch.tensor(2.5, dtype=torch.float64)", "z1 = torch.tensor(3)",
+            "z2 = torch.tensor(-0.0, dtype=torch.float16, device=dev)", "z3 = torch.tensor(True, device=dev)",
+            "z4 = torch.tensor(1.5, device=dev)", "z5 = torch.tensor(-2, dtype=torch.int32, device=dev)",
+            "z6 = torch.tensor(0.5, dtype=torch.bfloat16)")
+PROMOTING = ("torch.add", "torch.sub", "torch.mul", "torch.div", "torch.true_divide", "torch.remainder", "torch.fmod",
+             "torch.floor_divide", "torch.xlogy")
+PYTHON_NUMBERS = ("2.5", "-0.0", "0.0", "3", "-2", "True", "0.5")
+SIGNED_ZERO_OPS = ("torch.maximum({z}, -{z})", "torch.minimum({z}, -{z})", "torch.maximum(-{z}, {z})",
+                   "{z}.clamp(min=0.0)", "{z}.clamp(min=-0.0)", "{z}.clamp(max=0.0)", "{z}.clamp(max=-0.0)", "{z}.relu()",
+                   "{z} + 0.0", "{z} - 0.0", "{z} * -1.0", "-{z}", "{z}.abs()", "torch.where({z} >= 0, {z}, -{z})",
+                   "{z} / 3.0")
+
+
+class PromotionGenerator(Generator):
+    """Programs whose lines also mix Python numbers and 0-dim tensors of other dtypes with the pool, change
+    the default dtype between calls, pass int lists of several lengths, and make signed zeros: calls that
+    share an op and shapes but not a result dtype, shape or sign."""
+
+    TEMPLATES = Generator.TEMPLATES + (("promotion", 30), ("default_dtype", 4), ("int_lists", 10),
+                                       ("signed_zeros", 14))
+
+    def names(self, kind=None, exclude=()):
+        # float64 results (the default dtype made them) compute in float32 on the device: kept, never operands
+        return [n for n in super().names(kind, exclude) if self.ns[n].dtype != torch.float64]
+
+    def promotion(self):
+        a = self.rng.choice(self.names("number"))
+        z = self.rng.choice(ZERO_DIM).split(" = ")[0]
+        fn = self.rng.choice(PROMOTING)
+        choice = self.rng.random()
+        if choice < 0.4:
+            expr = f"{fn}({self.operand(a)}, {self.rng.choice(PYTHON_NUMBERS)})"
+        elif choice < 0.8:
+            expr = f"{fn}({self.operand(a)}, {z})"
+        else:
+            expr = f"{fn}({z}, {a})"
+        return Line(f"{self.target([a])} = {expr}", (a,))
+
+    def default_dtype(self):
+        dtype = "float32" if torch.get_default_dtype() == torch.float64 else "float64"
+        return Line(f"torch.set_default_dtype(torch.{dtype})")
+
+    def int_lists(self):
+        a = self.rng.choice(self.names("float"))
+        t = self.ns[a]
+        if t.dim() != 2:
+            return None
+        k, s = self.rng.choice((1, 2, 3)), self.rng.choice((1, 2, 3))
+        pool = self.rng.choice(("avg_pool2d", "max_pool2d"))
+        expr = self.rng.choice([
+            f"torch.nn.functional.{pool}({a}.unsqueeze(0), [{k}], [{s}, {k}]).squeeze(0)",
+            f"torch.nn.functional.{pool}({a}.unsqueeze(0), [{k}, {s}], [{k}]).squeeze(0)",
+            f"torch.nn.functional.{pool}({a}.unsqueeze(0), [{k}, {k}], [{s}, {s}]).squeeze(0)",
+            f"{a}.sum([0, 1], keepdim=True)", f"{a}.sum([1])", f"{a}.roll([1, {s}], [0, 1])", f"{a}.roll([{s}], [1])",
+            f"{a}.repeat([1, {k}])", f"{a}.repeat([{k}, 1])", f"{a}.flip([0, 1])", f"{a}.flip([1])",
+            f"{a}.amax([0, 1], keepdim=True)", f"{a}.amax([1], keepdim=True)"])
+        return Line(f"{self.target([a])} = {expr}", (a,))
+
+    def signed_zeros(self):
+        a = self.rng.choice(self.names("float"))
+        zero = f"({self.operand(a)} * 0.0)"  # +0 where a is positive, -0 where it is negative
+        expr = self.rng.choice(SIGNED_ZERO_OPS).format(z=zero)
+        return Line(f"{self.target([a])} = {expr}", (a,))
+
+    def build(self) -> Program:
+        for line in ZERO_DIM:
+            self.try_line(Line(line))
+        try:
+            program = super().build()
+        finally:
+            if torch.get_default_dtype() != torch.float32:
+                torch.set_default_dtype(torch.float32)
+                self.program.lines.append("torch.set_default_dtype(torch.float32)")
+        return program
+
+
+@functools.lru_cache(maxsize=None)
+def generate_promotions(seed: int) -> Program:
+    return PromotionGenerator(seed, length=random.Random(seed).randint(30, 44)).build()
+
+
+def check_promotions(program: Program, mode_name: str, passes: int = 1) -> list[str]:
+    try:
+        return check(program, mode_name, passes)
+    finally:
+        torch.set_default_dtype(torch.float32)  # a program that failed midway may have left it changed
+
+
+def test_promotion_programs_are_varied():
+    text = "\n".join(line for seed in PROMOTION_SEEDS for line in generate_promotions(seed).lines)
+    for ingredient in ("set_default_dtype(torch.float64)", "avg_pool2d", "max_pool2d", ".roll([", "torch.remainder(",
+                       "torch.xlogy(", ", z0)", ", z2)", "(z3, ", ", 2.5)", ", True)", "torch.maximum((", ".clamp(min=-0.0)"):
+        assert ingredient in text, f"no program uses {ingredient!r}"
+
+
+@pytest.mark.parametrize("seed", PROMOTION_SEEDS)
+def test_promotion_programs_in_blocking_mode_give_the_cpu_bits(seed):
+    program = generate_promotions(seed)
+    found = check_promotions(program, "blocking")
+    assert not found, report(program, "blocking", found)
+
+
 @asynchronous_only
 @pytest.mark.parametrize("mode_name", ["queued", "worker"])
 @pytest.mark.parametrize("seeds", THREADED_GROUPS)
@@ -660,6 +772,25 @@ def test_fused_mode_gives_the_cpu_bits_with_several_issuing_threads(seeds):
     programs = [generate(seed) for seed in seeds]
     found = check_threads(programs, "fused", FUSED_PASSES)
     assert not found, report_threads(programs, "fused", found)
+
+
+@asynchronous_only
+@pytest.mark.parametrize("mode_name", ["queued", "worker"])
+@pytest.mark.parametrize("seed", PROMOTION_SEEDS)
+def test_promotion_programs_in_queued_modes_give_the_cpu_bits(seed, mode_name):
+    program = generate_promotions(seed)
+    found = check_promotions(program, mode_name)
+    assert not found, report(program, mode_name, found)
+
+
+@asynchronous_only
+@pytest.mark.parametrize("seed", PROMOTION_FUSED_SEEDS)
+def test_promotion_programs_in_fused_mode_give_the_cpu_bits(seed):
+    program = generate_promotions(seed)
+    stats.reset()
+    found = check_promotions(program, "fused", passes=FUSED_PASSES)
+    assert not found, report(program, "fused", found)
+    assert stats.summary()["fused_launches"] > 0, (stats.summary(), program.describe())
 
 
 def shrink(program: Program, mode_name: str, passes: int) -> Program:
@@ -683,9 +814,9 @@ def shrink(program: Program, mode_name: str, passes: int) -> Program:
 if __name__ == "__main__":
     seed, mode_name = int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "fused"
     passes = FUSED_PASSES if mode_name == "fused" else 1
-    program = generate(seed)
+    program = generate_promotions(seed) if seed >= PROMOTION_SEED_BASE else generate(seed)
     print(program.describe())
-    found = check(program, mode_name, passes)
+    found = check_promotions(program, mode_name, passes)
     if not found:
         print(f"mode {mode_name}: the CPU's bits")
         sys.exit(0)

@@ -1,5 +1,6 @@
 """The environment variables: one table parses and validates them all; a bad value is one clear error
 naming the variable and what it accepts; `localneuron info` lists them; the README table is its rendering."""
+import ast
 import pathlib
 import re
 import subprocess
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from fresh_python import run_python
+from conftest import run_python
 from localneuron.runtime import environment
 from localneuron.runtime.config import ConfigurationError, device_config
 
@@ -83,34 +84,129 @@ def test_too_many_ranks_per_host_for_the_largest_instance_is_refused(monkeypatch
         device_config()
 
 
-def test_every_default_parses_and_every_variable_is_read_by_the_code():
-    sources = "\n".join(p.read_text() for folder in ("localneuron", "torch_neuronx", "nki")
-                        for p in (ROOT / folder).rglob("*.py") if p.name != "environment.py")
+PYTHON_SOURCES = [p for folder in ("localneuron", "torch_neuronx", "nki", "scripts") for p in (ROOT / folder).rglob("*.py")]
+PYTHON_SOURCES.append(ROOT / "_localneuron_autoload.py")
+CPP_SOURCES = [p for p in (ROOT / "csrc").rglob("*") if p.suffix in (".cpp", ".h", ".cc", ".hpp")]
+
+# Files that may touch the process environment directly, and why.
+ENVIRONMENT_ACCESS_ALLOWED = {
+    "localneuron/runtime/environment.py": "the table itself: every read, the one write (set_if_unset) and the "
+                                          "overrides of other libraries' variables go through it",
+}
+OS_ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def environment_accesses(source: str) -> list[int]:
+    """Lines where Python code reaches the process environment, in any form: os.environ / os.getenv / putenv
+    (also through an alias of os or a name imported from it), posix's, and _Environ."""
+    tree = ast.parse(source)
+    os_aliases, direct = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            os_aliases.update(a.asname or a.name for a in node.names if a.name in ("os", "posix", "nt"))
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "posix", "nt"):
+            direct.update(a.asname or a.name for a in node.names if a.name in OS_ENVIRONMENT_NAMES)
+    lines = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in OS_ENVIRONMENT_NAMES
+                and isinstance(node.value, ast.Name) and node.value.id in os_aliases):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Name) and node.id in direct:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "posix", "nt") and any(
+                a.name in OS_ENVIRONMENT_NAMES for a in node.names):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+CPP_ENVIRONMENT = re.compile(r"\b(getenv|secure_getenv|setenv|unsetenv|putenv|environ|_environ)\b")
+
+
+def cpp_environment_accesses(source: str) -> list[int]:
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group()), source, flags=re.S)
+    code = re.sub(r'"(?:\\.|[^"\\])*"', '""', code)  # string literals may mention anything
+    return [code.count("\n", 0, m.start()) + 1 for m in CPP_ENVIRONMENT.finditer(code)]
+
+
+@pytest.mark.parametrize("snippet", [
+    "import os\nos.environ.get('NEURON_X')",
+    "import os\nx = os.environ['LOCALNEURON_X']",
+    "import os\nif 'RANK' in os.environ: pass",
+    "import os\nos.getenv('WORLD_SIZE')",
+    "import os as o\no.environ.setdefault('A', '1')",
+    "from os import environ\nenviron.get('A')",
+    "from os import getenv as g\ng('A')",
+    "import os\nenv = dict(os.environ)",
+    "import os\nos.putenv('A', '1')",
+    "def f():\n    import os\n    return {k: v for k, v in os.environ.items()}",
+])
+def test_the_guard_sees_every_form_of_environment_access(snippet):
+    assert environment_accesses(snippet), snippet
+
+
+@pytest.mark.parametrize("snippet", [
+    'const char* v = std::getenv("NEURON_X");',
+    'auto v = getenv("X");',
+    'extern char** environ;',
+    'setenv("A", "1", 1);',
+])
+def test_the_guard_sees_cpp_environment_access(snippet):
+    assert cpp_environment_accesses(snippet), snippet
+    assert not cpp_environment_accesses(f"// {snippet}\nconst char* s = \"getenv\";")
+
+
+def test_no_code_reaches_the_environment_around_the_table():
+    found = []
+    for path in PYTHON_SOURCES:
+        name = str(path.relative_to(ROOT))
+        if name not in ENVIRONMENT_ACCESS_ALLOWED:
+            found += [f"{name}:{line}" for line in environment_accesses(path.read_text())]
+    for path in CPP_SOURCES:
+        found += [f"{path.relative_to(ROOT)}:{line}" for line in cpp_environment_accesses(path.read_text())]
+    assert not found, ("these read or write the environment around runtime/environment.py's table: " + ", ".join(found)
+                       + "; add the variable to VARIABLES and read it with read() (C++ receives values from Python)")
+
+
+def test_every_default_parses_and_every_variable_is_named_by_the_code():
+    names = set()
+    for path in PYTHON_SOURCES:
+        if path.name != "environment.py":
+            names.update(node.value for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.Constant) and isinstance(node.value, str))
     for variable in environment.VARIABLES:
         if variable.default is not None:
             variable.parse(variable.default)
-        read_by_name = re.search(rf"(read|env|env_flag)\(\s*[\"']{variable.name}[\"']", sources)
-        read_by_constant = re.search(rf"(\w+)\s*=\s*[\"']{variable.name}[\"']", sources)
-        assert read_by_name or read_by_constant or variable.name in {"TORCH_DEVICE_BACKEND_AUTOLOAD"}, variable.name
+        # PyTorch reads TORCH_DEVICE_BACKEND_AUTOLOAD itself (it decides whether localneuron loads at all)
+        assert variable.name in names or variable.name == "TORCH_DEVICE_BACKEND_AUTOLOAD", variable.name
 
 
-def test_no_code_reads_the_environment_around_the_table():
-    pattern = re.compile(r"(os\.environ\.get|os\.getenv)\(\s*[\"']((LOCALNEURON|TORCH_NEURONX|NEURON|NKI)_\w+)")
-    for folder in ("localneuron", "torch_neuronx", "nki"):
-        for path in (ROOT / folder).rglob("*.py"):
-            found = pattern.search(path.read_text())
-            assert found is None, f"{path} reads {found.group(2)} itself; add it to runtime/environment.py"
+@pytest.mark.parametrize("name", [v.name for v in environment.VARIABLES if v.parse is environment.flag])
+def test_every_boolean_refuses_a_word_it_does_not_know(monkeypatch, name):
+    monkeypatch.setenv(name, "abc")
+    with pytest.raises(ConfigurationError, match=rf"{name}='abc' is not valid: expected 1 or 0"):
+        environment.read(name)
 
 
-def test_the_environment_page_is_the_tables_rendering():
+def test_a_bad_compile_flag_is_an_error_naming_it(monkeypatch):
+    """compiler/settings.py once read its flags leniently: 'abc' was silently false."""
+    from localneuron.compiler import settings
+
+    monkeypatch.setenv("TORCH_NEURONX_RETAIN_DEVICE_MODE", "abc")
+    with pytest.raises(ConfigurationError, match="TORCH_NEURONX_RETAIN_DEVICE_MODE='abc' is not valid"):
+        settings.resolve(None, None)
+    monkeypatch.setenv("TORCH_NEURONX_RETAIN_DEVICE_MODE", "yes")
+    assert settings.resolve(None, None).retain_device
+
+
+def test_the_documented_table_is_the_one_the_code_reads():
+    """docs/environment.md is generated by scripts/env_table.py from VARIABLES; a variable added without
+    regenerating it (`python scripts/env_table.py --write`) fails here."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "env_table.py")], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    table = environment.markdown_table()
-    assert r.stdout.endswith(table)
-    page = (ROOT / "docs" / "environment.md").read_text()
-    assert page == r.stdout, "docs/environment.md is stale: python3 scripts/env_table.py > docs/environment.md"
-    rows = table.splitlines()[2:]
+    assert (ROOT / "docs" / "environment.md").read_text() == r.stdout
+    assert environment.markdown_table() in r.stdout
+    rows = [line for line in environment.markdown_table().splitlines()[2:]]
     assert [row.split("`")[1] for row in rows] == [v.name for v in environment.VARIABLES]
 
 

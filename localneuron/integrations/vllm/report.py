@@ -1,10 +1,12 @@
 """The vLLM section of the portability report, and the report the serving process writes at shutdown."""
 import json
-import os
 import sys
 
 from localneuron.integrations.vllm import stats
+from localneuron.runtime.checked_files import OutputFile
 from localneuron.runtime.environment import read
+
+_output: OutputFile | None = None  # LOCALNEURON_VLLM_REPORT, opened when the worker starts
 
 
 def _mib(n: int) -> str:
@@ -38,6 +40,14 @@ def render(data: dict) -> list[str]:
     return lines
 
 
+def open_output() -> None:
+    """Checks and opens LOCALNEURON_VLLM_REPORT's directory now; OutputError names a path that cannot be used."""
+    global _output
+    path = read("LOCALNEURON_VLLM_REPORT")
+    if path and _output is None:
+        _output = OutputFile(path, "the vLLM report (LOCALNEURON_VLLM_REPORT)")
+
+
 def write_at_shutdown() -> None:
     """The serving process's portability report: text on stderr, JSON at LOCALNEURON_VLLM_REPORT if set."""
     from localneuron.cli import report
@@ -49,9 +59,5 @@ def write_at_shutdown() -> None:
     if seconds is not None:
         text += f"\nEstimated device time per sampled token (cost model): {seconds * 1e3:.3f} ms\n"
     print(text, file=sys.stderr, flush=True)
-    path = read("LOCALNEURON_VLLM_REPORT")
-    if path:
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True, default=str)
-        os.replace(tmp, path)
+    if _output is not None:
+        _output.write(json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -17,6 +17,7 @@ class NeuronWorker(CPUWorker):
     def __init__(self, vllm_config, local_rank: int, rank: int, distributed_init_method: str,
                  is_driver_worker: bool = False):
         profiling.register()
+        report.open_output()  # LOCALNEURON_VLLM_REPORT is checked before the engine starts, not at shutdown
         # CPUWorker's own __init__ budgets host RAM for the KV cache; the budget here is the core's HBM.
         Worker.__init__(self, vllm_config, local_rank, rank, distributed_init_method,
                         is_driver_worker=is_driver_worker)

@@ -1,0 +1,339 @@
+"""Every file localneuron writes or trusts goes through here: opened without following links and without
+ever blocking, in directories checked for type, owner and mode before anything in them is used.
+
+Everything below a checked directory goes through its file descriptor (dir_fd), so a directory that is
+renamed or replaced by a symlink after its check is never followed: what was checked is what is used.
+
+Two kinds of directory:
+- private (the compile cache, its key, compile artifacts): this user's own, writable by nobody else;
+- output (profiles, reports, estimates, memory snapshots, rank reports; OutputDirectory, OutputFile):
+  this user's own or root's, and writable by nobody else unless the sticky bit keeps others from renaming
+  or removing what is not theirs (/tmp). Directories localneuron creates there are 0755 and this user's.
+Files are written atomically: a temporary file with an unpredictable name, created exclusively in the same
+checked directory, then renamed over the name (a symlink planted at the name is replaced, never followed).
+A path that cannot be used raises OutputError naming it and saying what to do; the checks are made when
+the run starts (the directory is opened then and its descriptor kept), not when the files are written.
+"""
+import errno
+import os
+import secrets
+import stat
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted where a file should be must not hang the open
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+class Untrusted(Exception):
+    """A path the cache must not use; the message names it and says what to do."""
+
+
+def _uid() -> int:
+    return os.geteuid()
+
+
+def check_owned(st: os.stat_result, path: str, what: str) -> None:
+    """Owned by this user and writable by nobody else."""
+    if st.st_uid != _uid():
+        raise Untrusted(f"{what} {path} is owned by uid {st.st_uid}, not by you (uid {_uid()})")
+    if st.st_mode & OTHERS_WRITE:
+        raise Untrusted(f"{what} {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
+                        f"`chmod go-w {path}` fixes it")
+
+
+def _check_ancestors(path: str) -> None:
+    """Whoever can rename an ancestor can swap the directory for another one: refuse ancestors writable by
+    other users unless the sticky bit (/tmp) keeps them from renaming what is not theirs."""
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        st = os.stat(parent)
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise Untrusted(f"{parent}, a parent of {path}, is writable by every user without the sticky bit")
+        path, parent = parent, os.path.dirname(parent)
+
+
+def open_root(path: str, *, private: bool) -> int:
+    """The directory at path as a descriptor, created 0700 if missing. private: it must be this user's own
+    (owner, mode, a symlink to it owned by this user or root, no ancestor others can rename)."""
+    try:
+        link = os.lstat(path)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        link = os.lstat(path)
+    if private and stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, _uid()):
+        raise Untrusted(f"{path} is a symlink owned by uid {link.st_uid}, not by you (uid {_uid()})")
+    fd = os.open(path, os.O_RDONLY | DIRECTORY | NONBLOCK | CLOEXEC)
+    try:
+        if private:
+            check_owned(os.fstat(fd), path, "directory")
+            _check_ancestors(os.path.realpath(path))
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_subdir(dir_fd: int, name: str, *, private: bool, create: bool) -> int:
+    """The subdirectory name of dir_fd as a descriptor, never through a symlink; created 0700 if missing and
+    create, else FileNotFoundError."""
+    flags = os.O_RDONLY | DIRECTORY | NOFOLLOW | NONBLOCK | CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        try:
+            os.mkdir(name, 0o700, dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    try:
+        if private:
+            check_owned(os.fstat(fd), name, "directory")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o600, *, private: bool) -> int:
+    """name in dir_fd opened with flags, refusing symlinks and anything but a regular file (of this user's)."""
+    fd = os.open(name, flags | NOFOLLOW | NONBLOCK | CLOEXEC, mode, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Untrusted(f"{name} is not a regular file")
+        if private:
+            check_owned(st, name, "file")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_regular(dir_fd: int, name: str, *, private: bool) -> bytes | None:
+    """The contents of the regular file name in dir_fd, or None when there is none."""
+    try:
+        fd = open_regular(dir_fd, name, private=private)
+    except FileNotFoundError:
+        return None
+    try:
+        return read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temporary(dir_fd: int, data: bytes, mode: int) -> str:
+    name = f".tmp-{secrets.token_hex(8)}"
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | CLOEXEC, mode, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name, dir_fd=dir_fd)
+        raise
+    os.close(fd)
+    return name
+
+
+def write_atomic(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
+    """Readers see the old file or the whole new one; a symlink at name is replaced, never followed."""
+    temporary = _write_temporary(dir_fd, data, mode)
+    try:
+        os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        os.unlink(temporary, dir_fd=dir_fd)
+        raise
+
+
+def create_once(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> bool:
+    """Writes name whole unless it exists (then False): of several processes creating it, one wins."""
+    temporary = _write_temporary(dir_fd, data, mode)
+    try:
+        os.link(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temporary, dir_fd=dir_fd)
+
+
+# --- Output files: what runs leave for the user ---
+
+OUTPUT_DIRECTORY_MODE = 0o755
+OUTPUT_FILE_MODE = 0o644
+
+
+class OutputError(Exception):
+    """A file or directory localneuron cannot write safely; the message names it and says what is wrong."""
+
+    def __init__(self, what: str, path: str, reason: str):
+        super().__init__(f"cannot write {what} {path}: {reason}")
+        self.what, self.path, self.reason = what, path, reason
+
+
+def _output_problem(st: os.stat_result) -> str | None:
+    """Why a directory cannot hold this user's output, or None."""
+    if st.st_uid not in (_uid(), 0):
+        return (f"it belongs to uid {st.st_uid}, not to you (uid {_uid()}): another user could replace what is "
+                "written there; choose a directory of your own")
+    if st.st_mode & OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
+        return (f"other users can write to it (mode {stat.S_IMODE(st.st_mode):04o}) and it has no sticky bit, so "
+                "they could swap files in it; choose a directory of your own")
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+def _open_output_root(path: str, what: str, create: bool) -> int:
+    try:
+        try:
+            link = os.lstat(path)
+        except FileNotFoundError:
+            if not create:
+                raise
+            parent = os.path.dirname(os.path.abspath(path))
+            os.close(_open_output_root(parent, what, create=True))  # its parent is checked, then created in
+            try:
+                os.mkdir(path, OUTPUT_DIRECTORY_MODE)
+            except FileExistsError:
+                pass
+            link = os.lstat(path)
+        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, _uid()):
+            raise Untrusted(f"it is a symlink owned by uid {link.st_uid}, not by you (uid {_uid()}); remove it or "
+                            "choose a directory of your own")
+        fd = os.open(path, os.O_RDONLY | DIRECTORY | NONBLOCK | CLOEXEC)
+    except NotADirectoryError:
+        raise OutputError(what, path, "it is not a directory") from None
+    except (OSError, Untrusted) as error:
+        raise OutputError(what, path, _reason(error)) from None
+    try:
+        problem = _output_problem(os.fstat(fd))
+        if problem is not None:
+            raise Untrusted(problem)
+        _check_ancestors(os.path.realpath(path))
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise Untrusted("you cannot create files in it (it is read-only to you)")
+        return fd
+    except (OSError, Untrusted) as error:
+        os.close(fd)
+        raise OutputError(what, path, _reason(error)) from None
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class OutputDirectory:
+    """A directory files are written into, checked and opened once (when the run starts); every write goes
+    through its descriptor. create: made (0755, with missing parents) when missing."""
+
+    def __init__(self, path: str, *, what: str = "into", create: bool = True, _fd: int | None = None):
+        self.path = path
+        self.what = what
+        self._fd = _open_output_root(path, what, create) if _fd is None else _fd
+
+    def subdirectory(self, name: str, *, exclusive: bool = False) -> "OutputDirectory":
+        """name inside this directory, never through a symlink, this user's own; created if missing
+        (exclusive: it must not exist yet)."""
+        path = os.path.join(self.path, name)
+        try:
+            try:
+                os.mkdir(name, OUTPUT_DIRECTORY_MODE, dir_fd=self._fd)
+            except FileExistsError:
+                if exclusive:
+                    raise
+            fd = os.open(name, os.O_RDONLY | DIRECTORY | NOFOLLOW | NONBLOCK | CLOEXEC, dir_fd=self._fd)
+        except OSError as error:
+            if error.errno == errno.ELOOP or isinstance(error, NotADirectoryError):
+                raise OutputError(self.what, path, "it is a symlink or not a directory; remove it") from None
+            raise OutputError(self.what, path, _reason(error)) from None
+        st = os.fstat(fd)
+        if st.st_uid != _uid() or st.st_mode & OTHERS_WRITE:
+            os.close(fd)
+            raise OutputError(self.what, path, f"it belongs to uid {st.st_uid} or others can write to it (mode "
+                                               f"{stat.S_IMODE(st.st_mode):04o}); remove it")
+        return OutputDirectory(path, what=self.what, _fd=fd)
+
+    def write(self, name: str, data: bytes | str, mode: int = OUTPUT_FILE_MODE) -> str:
+        """Writes name atomically (readers see the old file or the whole new one); returns its path."""
+        path = os.path.join(self.path, name)
+        if self._fd is None:
+            raise OutputError(self.what, path, "its directory was closed")
+        try:
+            write_atomic(self._fd, name, data.encode() if isinstance(data, str) else data, mode)
+        except IsADirectoryError:
+            raise OutputError(self.what, path, "it is a directory") from None
+        except OSError as error:
+            raise OutputError(self.what, path, _reason(error)) from None
+        return path
+
+    def read(self, name: str) -> bytes | None:
+        """The regular file name, this user's own, never through a symlink; None when there is none usable."""
+        try:
+            return read_regular(self._fd, name, private=True)
+        except (OSError, Untrusted):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class OutputFile:
+    """A file a run writes when it ends (a report, an estimate), its directory checked and opened now."""
+
+    def __init__(self, path: str, what: str = "the file"):
+        self.path = path
+        directory, self.name = os.path.split(os.path.abspath(path))
+        if not self.name or os.path.isdir(path):
+            raise OutputError(what, path, "it is a directory; name a file")
+        try:
+            self.directory = OutputDirectory(directory, what=what, create=False)
+        except OutputError as error:
+            raise OutputError(what, path, f"its directory {directory}: {error.reason}") from None
+
+    def write(self, data: bytes | str) -> str:
+        try:
+            return self.directory.write(self.name, data)
+        except OutputError as error:
+            raise OutputError(error.what, self.path, error.reason) from None
+
+    def close(self) -> None:
+        self.directory.close()
+
+
+def write_output(path: str, data: bytes | str, what: str = "the file") -> str:
+    """Writes one file now, atomically, in its checked directory."""
+    out = OutputFile(path, what)
+    try:
+        return out.write(data)
+    finally:
+        out.close()
