@@ -56,7 +56,7 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_launch_blocking(launch_blocking)
     _C.set_library_rule(call_sites.is_library)  # which frames are the user's: errors' lines and the report's
-    _C.install_executor(**executor_callbacks())
+    _C.install_executor(**executor_contract())
     adaptive_eager.install()
     _C.set_host_sync_observer(host_syncs.observe)
     line_time.install()
