@@ -129,7 +129,7 @@ def _fits_compared(written: dict, recipe: dict) -> str:
 
 def run(args) -> int:
     from localneuron.estimate import architecture, hf, run as estimate_run, summary
-    from localneuron.estimate.layout import Layout
+    from localneuron.estimate.layout import Layout, target_chip
 
     try:
         # checked and opened now: a --json path that cannot be written fails before the estimate runs
@@ -138,7 +138,7 @@ def run(args) -> int:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        target = estimate_run.target_chip(args.target, args.lnc)
+        target = target_chip(args.target, args.lnc)
         if args.script:
             result = _script(args, target)
         else:

@@ -1,13 +1,27 @@
 """Where the ranks of a TP x PP x DP job sit: Megatron's order (tensor-parallel ranks adjacent, then
 data-parallel, then pipeline stages), which decides which collectives stay on NeuronLink and which
 cross EFA, and how many share an instance's network at once."""
+import dataclasses
 from dataclasses import dataclass
 
 from localneuron.costmodel.collectives import Group
-from localneuron.costmodel.hardware import Chip
+from localneuron.costmodel.hardware import Chip, chip
 
 
 MAX_NODES = 1 << 16   # instances: beyond any cluster (and the estimate's integer shapes)
+
+
+def target_chip(name: str, lnc: int | None = None) -> Chip:
+    """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
+    core where the hardware has that many."""
+    target = chip(name)
+    if lnc is None or lnc == target.lnc:
+        return target
+    if lnc not in (1, 2) or target.physical_cores % lnc:
+        raise ValueError(f"--lnc {lnc}: {target.name} groups its {target.physical_cores} NeuronCores per chip by 1 or 2")
+    if target.name == "trn1":
+        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
+    return dataclasses.replace(target, lnc=lnc)
 
 
 class LayoutError(ValueError):

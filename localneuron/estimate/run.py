@@ -1,27 +1,12 @@
 """The one pipeline of `localneuron estimate`: a model source (the tuned recipe from a config's
 architecture, the model transformers builds as its code runs, a --model-fn factory) makes the stacks,
 the schedules in plan.py price them, and _answer makes the one result every renderer reads."""
-import dataclasses
-
-from localneuron.costmodel.hardware import Chip, chip
+from localneuron.costmodel.hardware import Chip
 from localneuron.estimate import plan, recipe, trust
 from localneuron.estimate.architecture import Architecture
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.trace import fake_device
 from localneuron.costmodel import assumptions
-
-
-def target_chip(name: str, lnc: int | None = None) -> Chip:
-    """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
-    core where the hardware has that many."""
-    target = chip(name)
-    if lnc is None or lnc == target.lnc:
-        return target
-    if lnc not in (1, 2) or target.physical_cores % lnc:
-        raise ValueError(f"--lnc {lnc}: {target.name} groups its {target.physical_cores} NeuronCores per chip by 1 or 2")
-    if target.name == "trn1":
-        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
-    return dataclasses.replace(target, lnc=lnc)
 
 
 class Prepared:

@@ -395,7 +395,7 @@ def worker(argv: list) -> int:
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    from localneuron.estimate.run import target_chip
+    from localneuron.estimate.layout import target_chip
 
     chip = target_chip(args.target, args.lnc)
     trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)

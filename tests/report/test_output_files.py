@@ -17,7 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from cli_runner import localneuron
-from conftest import run_python
+from fresh_python import run_python
 from localneuron.cli import ranks
 from localneuron.profiler import profile_files
 from localneuron.runtime.checked_files import OutputDirectory, OutputError, OutputFile, write_output
