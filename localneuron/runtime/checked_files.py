@@ -245,6 +245,8 @@ class OutputDirectory:
     """A directory files are written into, checked and opened once (when the run starts); every write goes
     through its descriptor. create: made (0755, with missing parents) when missing."""
 
+    _fd: int | None = None   # until the directory is open (a refused one never is, and __del__ still runs)
+
     def __init__(self, path: str, *, what: str = "into", create: bool = True, _fd: int | None = None):
         self.path = path
         self.what = what

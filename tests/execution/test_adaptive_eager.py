@@ -400,8 +400,9 @@ def test_every_fusible_op_gives_the_unfused_bits_on_every_special_value(fusion, 
                     i = differing(f, u).nonzero()[0].item()
                     wrong[f"{name} call {k}"] = (a[i].item(), b[i].item(), u[i].item(), f[i].item())
         assert not wrong, f"{dtype}: fused code differs from ATen (a, b, ATen, fused): {wrong}"
-    # the check is not vacuous: what the allow-list admits on this dtype was fused
-    assert fused_ops >= (0 if dtype.is_complex else 40), _C.fusion_counters()
+    # the check is not vacuous: what the allow-list admits on this dtype was fused (on bool, few ops are both
+    # admitted and give a bool result the next op takes, so its runs are short)
+    assert fused_ops >= (0 if dtype.is_complex else 10 if dtype == torch.bool else 40), _C.fusion_counters()
 
 
 @pytest.mark.parametrize("extreme", [torch.maximum, torch.minimum])
