@@ -46,3 +46,67 @@ def _no_failure_left_untold():
     _C.drain_all_queues()
     untold = _C.take_unreported_failures()
     assert not untold, "the test left queued failures no synchronisation point reported:\n" + "\n".join(untold)
+
+
+# Tests whose behaviour does not depend on the execution mode run once, in the asynchronous pass; the blocking pass
+# of scripts/test.sh deselects them (-m "not mode_independent"). Two kinds, each entry with its reason:
+# DEVICE_FREE runs no op on the device in the test's process (checked: such a test that runs one fails), and
+# ABOVE_THE_QUEUE is code that issues ordinary device ops and adds nothing the mode changes: how the queue runs
+# those ops (order, errors, memory, events, collectives, compiled launches) is what device/, execution/, ops/,
+# compile/, distributed/ and profiler/ test in both modes, and execution/test_queue_differential.py compares the
+# modes op for op.
+DEVICE_FREE = {
+    "project/": "checks of the repository's own sources (the environment table, the import layers)",
+    "estimate/test_calibration.py": "re-estimates the published rows with the cost model's recipe path",
+    "nki/test_nki_capacity.py": "NKI kernels on the simulator's numpy memories",
+    "nki/test_nki_constraints.py": "NKI kernels on the simulator's numpy memories",
+    "nki/test_nki_cycle_model.py": "the NKI cycle model",
+    "nki/test_nki_isa.py": "NKI instructions on the simulator's numpy memories",
+    "nki/test_nki_language.py": "the NKI language on the simulator's numpy memories",
+    "nki/test_nki_library.py": "AWS's NKI Library tests, in a process of their own, on the simulator's numpy memories",
+    "nki/test_nki_targets.py": "NKI generations and their limits on the simulator",
+    "nki/test_nki_uninitialised.py": "NKI kernels on the simulator's numpy memories",
+}
+ABOVE_THE_QUEUE = {
+    "estimate/": "models traced for the cost model: what is priced is the op sequence, the same in both modes",
+    "nki/": "an nki_op kernel is one device op to the queue; the kernel itself runs on the simulator",
+    "integrations/": "Hugging Face, vLLM and TorchTitan adapters: device placement, memory budgets, weight loading",
+    "sweeps/": "op-by-op results against the CPU: the host kernel an op runs is the same in both modes",
+    "report/": "the portability report and its output files, built from counters both modes keep alike",
+    "training/": "end-to-end training examples whose ops the layer tests cover",
+}
+MODE_INDEPENDENT = {**ABOVE_THE_QUEUE, **DEVICE_FREE}
+
+
+def _matching(table: dict, item) -> str | None:
+    relative = os.path.relpath(str(item.fspath), os.path.dirname(os.path.abspath(__file__))).replace(os.sep, "/")
+    return next((prefix for prefix in table if relative.startswith(prefix)), None)
+
+
+def pytest_collection_modifyitems(items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    stale = [prefix for prefix in MODE_INDEPENDENT if not os.path.exists(os.path.join(here, prefix))]
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py names tests that do not exist: {stale}")
+    for item in items:
+        if _matching(MODE_INDEPENDENT, item) is not None:
+            item.add_marker(pytest.mark.mode_independent)
+
+
+def _device_work() -> tuple:
+    from localneuron import _C
+
+    return _C.executor_counters(), _C.transfer_counters()["copies"]
+
+
+@pytest.fixture(autouse=True)
+def _device_free_tests_run_nothing_on_the_device(request):
+    entry = _matching(DEVICE_FREE, request.node)
+    if entry is None:
+        yield
+        return
+    before = _device_work()
+    yield
+    assert _device_work() == before, (
+        f"{request.node.nodeid} runs ops on the neuron device: move its entry {entry!r} from DEVICE_FREE in "
+        f"tests/conftest.py (to ABOVE_THE_QUEUE with a reason, or out of both so it runs in both modes)")

@@ -41,10 +41,12 @@ def issue(k):
     torch.neuron._sleep(20_000_000)  # the stream is busy: the next ops are queued, each capturing its line
     for _ in range(20):
         x = x * 1.0001
-    print(float(x[0].cpu()) > 0)
+    results[k] = float(x[0].cpu()) > 0
+results = {}
 threads = [threading.Thread(target=issue, args=(k + 1,)) for k in range(4)]
 for t in threads: t.start()
 for t in threads: t.join()
+print(*[results[k + 1] for k in range(4)])  # one print: threads printing at once interleave their lines
 """
     done = run_python(code, timeout=90)  # hung 3 runs in 3 before the fix; a run takes ~3 s
     assert done.returncode == 0, done.stderr
