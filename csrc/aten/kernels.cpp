@@ -9,6 +9,8 @@
 #include "runtime/transfer_stats.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -100,9 +102,21 @@ struct QueuedCopy final : QueuedWork {
   }
 };
 
+// What the CPU's copy_ checks before it reads a byte (its TensorIterator: overlap, then broadcast), checked on
+// the device tensors at the call: host aliases do not share a storage object, so the host kernel cannot see
+// that two device views overlap, and a queued copy would raise only at a later synchronisation.
+void check_copy(const at::Tensor& src, const at::Tensor& dst) {
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
+  const auto shape = at::infer_size_dimvector(dst.sizes(), src.sizes());
+  TORCH_CHECK(c10::IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+}
+
 // A copy within one device is queued; a copy to or from the host reads or writes device data now
 // (the host side may change or be read as soon as the call returns).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  check_copy(self, dst);
   const bool from_device = self.is_privateuseone();
   const bool to_device = dst.is_privateuseone();
   count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));

@@ -38,7 +38,10 @@ int find_generator_arg(const c10::FunctionSchema& schema) {
   return -1;
 }
 
-// Replaces each tensor `v` holds (a tensor, or a list of them) by map(tensor); whether it held any.
+// Replaces each tensor `v` holds (a tensor, or a list of them) by map(tensor); whether it held any. A list is
+// replaced by a new one: the caller's list object is shared with the call's own arguments (a c10::List is a
+// reference), and a retry of the call on the host (policy.on_device_failure) must see the device tensors, not the
+// aliases of a failed attempt.
 template <typename Map>
 bool map_tensors(c10::IValue& v, Map&& map) {
   if (v.isTensor()) {
@@ -46,8 +49,11 @@ bool map_tensors(c10::IValue& v, Map&& map) {
     return true;
   }
   if (!v.isTensorList()) return false;
-  auto list = v.toTensorList();
-  for (size_t j = 0; j < list.size(); j++) list[j] = map(list[j]);
+  const auto list = v.toTensorList();
+  c10::List<at::Tensor> mapped;
+  mapped.reserve(list.size());
+  for (size_t j = 0; j < list.size(); j++) mapped.push_back(map(list[j]));
+  v = c10::IValue(std::move(mapped));
   return true;
 }
 
@@ -140,12 +146,15 @@ HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Ex
   for (size_t i = begin; i < stack->size(); i++) {
     c10::IValue& v = (*stack)[i];
     if (map_tensors(v, to_alias)) continue;
-    if (v.isOptionalTensorList()) {
-      auto list = v.toOptionalTensorList();
+    if (v.isOptionalTensorList()) {  // a new list, as map_tensors makes
+      const auto list = v.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> mapped;
+      mapped.reserve(list.size());
       for (size_t j = 0; j < list.size(); j++) {
-        std::optional<at::Tensor> o = list[j];
-        if (o.has_value()) list[j] = to_alias(*o);
+        const std::optional<at::Tensor> o = list[j];
+        mapped.push_back(o.has_value() ? std::optional<at::Tensor>(to_alias(*o)) : std::nullopt);
       }
+      v = c10::IValue(std::move(mapped));
     } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
       if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
       v = c10::IValue(c10::Device(c10::DeviceType::CPU));

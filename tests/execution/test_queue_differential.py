@@ -41,6 +41,8 @@ MAX_ABS = 1e4     # values the generator keeps (float); integers stay far from o
 MAX_ABS_INT = 1 << 20
 MAX_NUMEL = 256
 POOL = re.compile(r"^[vim]\d+$")  # pool tensors: values, index tensors, masks
+OVERLAP_SEED_OFFSET = 1_000_003
+OVERLAP_RATE = 0.08  # of the lines, writes between overlapping views (Generator.overlapping_write)
 
 asynchronous_only = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
                                        reason="NEURON_LAUNCH_BLOCKING=1 queues nothing (and fuses nothing): the "
@@ -114,16 +116,26 @@ class _NoStream:
         return contextlib.nullcontext()
 
 
+def attempt(write) -> str | None:
+    """Runs a write the CPU may refuse (overlapping views) and returns what was raised, as a host read: the
+    device must refuse it at the call, with the CPU's error, or run it with the CPU's result."""
+    try:
+        write()
+        return None
+    except RuntimeError as error:
+        return str(error).splitlines()[0]
+
+
 def cpu_helpers() -> dict:
     return {"torch": torch, "dev": "cpu", "fork": lambda: None, "join": lambda: None, "side": _NoStream(),
-            "record": lambda t: None}
+            "record": lambda t: None, "attempt": attempt}
 
 
 def neuron_helpers() -> dict:
     side = torch.neuron.Stream()
     main = torch.neuron.current_stream()
     return {"torch": torch, "dev": "neuron", "fork": lambda: side.wait_stream(main), "join": lambda: main.wait_stream(side),
-            "side": lambda: torch.neuron.stream(side), "record": lambda t: t.record_stream(side)}
+            "side": lambda: torch.neuron.stream(side), "record": lambda t: t.record_stream(side), "attempt": attempt}
 
 
 def pool_of(ns: dict) -> dict:
@@ -149,6 +161,9 @@ class Generator:
 
     def __init__(self, seed: int, length: int):
         self.rng = random.Random(seed)
+        # overlapping writes draw from a stream of their own, so that the other lines of each seed's program
+        # stay the ones that found the bugs the seed lists name
+        self.overlap_rng = random.Random(seed + OVERLAP_SEED_OFFSET)
         self.program = Program(seed, make_inputs(self.rng, seed), uses_streams=seed % 3 == 0)
         self.ns = {**cpu_helpers(), "host": HostReads(), **{k: v.clone() for k, v in self.program.inputs.items()}}
         self.next_name = len([k for k in self.program.inputs if k.startswith("v")])
@@ -339,6 +354,26 @@ class Generator:
         fn = self.rng.choice(("torch.add", "torch.mul", "torch.sub", "torch.maximum"))
         return Line(f"{fn}({a}, {b}, out={out})", (a, b), (out,))
 
+    def overlapping_write(self):
+        """A copy_ or out= write between views of one tensor that overlap: the CPU refuses partial overlap
+        and a written tensor whose elements repeat, and allows what it cannot prove (a row written from a
+        column); `attempt` records which, and the pool must not change where it refused."""
+        rng = self.overlap_rng
+        a = rng.choice(self.names("number"))
+        t = self.ns[a]
+        options = [f"{a}.view(-1)[1:].copy_({a}.view(-1)[:-1])", f"{a}.view(-1)[:-1].copy_({a}.view(-1)[1:])",
+                   f"torch.add({a}.view(-1)[:-1], 1, out={a}.view(-1)[1:])",
+                   f"{a}.view(-1)[:1].expand({t.numel() - 1}).copy_({a}.view(-1)[1:])"]
+        if t.dim() == 2:
+            r, c = t.shape
+            options += [f"{a}[1:].copy_({a}[:-1])", f"{a}[:, 1:].copy_({a}[:, :-1])",
+                        f"{a}[0, :{min(r, c)}].copy_({a}[:{min(r, c)}, 0])"]
+            if r >= 2:
+                options.append(f"torch.cat([{a}[:1], {a}[:1]], out={a}[:2])")
+            if r == c:
+                options += [f"{a}.t().copy_({a})", f"{a}.copy_({a}.t())", f"torch.mul({a}, 2, out={a}.t())"]
+        return Line(f"host.append(attempt(lambda: {rng.choice(options)}))", (a,), (a,))
+
     def in_place_view(self):
         """Changes a pool tensor's shape in place (a view op on the tensor itself)."""
         a = self.rng.choice(self.names())
@@ -425,7 +460,10 @@ class Generator:
             self.side_reads, self.side_writes = set(), set()
             return
         names, weights = zip(*self.TEMPLATES)
-        line = getattr(self, self.rng.choices(names, weights)[0])()
+        if self.overlap_rng.random() < OVERLAP_RATE:
+            line = self.overlapping_write()
+        else:
+            line = getattr(self, self.rng.choices(names, weights)[0])()
         if line is None:
             return
         on_side = self.side_phase == "side"
@@ -564,7 +602,7 @@ def test_programs_are_deterministic_and_varied():
     text = "\n".join(line for seed in SEEDS for line in generate(seed).lines)
     for ingredient in ("del ", ".add_(", ".copy_(", ".zero_()", "out=", ".item()", ".cpu()", "bool(", "fork()",
                        "with side():", "join()", "record(", " @ ", ".cumsum(", "index_select", ".t()", "bfloat16", ".t_()",
-                       "unsqueeze_(", "device=dev"):
+                       "unsqueeze_(", "device=dev", "attempt(lambda: "):
         assert ingredient in text, f"no program uses {ingredient!r}"
 
 
