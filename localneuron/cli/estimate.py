@@ -185,6 +185,7 @@ def run(args) -> int:
 
 def _script(args, target) -> dict:
     from localneuron.estimate import run as estimate_run
+    from localneuron.estimate.layout import check_nodes
 
     if args.mode not in (None, "train"):
         raise ValueError("--script prices a training script's step: --mode train (or no --mode)")
@@ -193,10 +194,11 @@ def _script(args, target) -> dict:
         if getattr(args, name) != default:
             raise ValueError(f"--{name.replace('_', '-')} does not go with --script: the script's own code sets its "
                              f"layout and shapes")
-    if args.nodes < 1:
-        raise ValueError(f"--nodes must be at least 1, got {args.nodes}")
-    world = args.world_size or args.nodes * target.cores_per_instance
-    if world < 1 or world > args.nodes * target.cores_per_instance:
+    check_nodes(target, args.nodes)
+    if args.world_size is not None and args.world_size < 1:
+        raise ValueError(f"--world-size must be a positive integer (ranks of the job), got {args.world_size}")
+    world = args.world_size if args.world_size is not None else args.nodes * target.cores_per_instance
+    if world > args.nodes * target.cores_per_instance:
         raise ValueError(f"--world-size {world}: {args.nodes} {target.name} instance(s) have "
                          f"{args.nodes * target.cores_per_instance} NeuronCores; give --nodes "
                          f"{-(-world // target.cores_per_instance)} for {world} ranks")

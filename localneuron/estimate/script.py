@@ -274,15 +274,26 @@ def _simulation_settings() -> None:
     torch.compile = lambda model=None, *args, **kwargs: model if model is not None else (lambda fn: fn)
 
 
+def launcher_environment(world: int, rank: int, per_instance: int) -> dict:
+    """The variables torchrun gives `rank` of a launch of `world` ranks filling instances of `per_instance`
+    NeuronCores in turn (the last instance holds the remainder), as strings."""
+    instance = rank // per_instance
+    on_instance = min(per_instance, world - instance * per_instance)
+    variables = dict(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank % per_instance, LOCAL_WORLD_SIZE=on_instance,
+                     GROUP_RANK=instance, NODE_RANK=instance, GROUP_WORLD_SIZE=-(-world // per_instance),
+                     ROLE_NAME="default", ROLE_RANK=rank, ROLE_WORLD_SIZE=world, NGPU=world,
+                     MASTER_ADDR="127.0.0.1", MASTER_PORT=29500, TORCHELASTIC_RUN_ID="localneuron-estimate",
+                     TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0)
+    return {name: str(value) for name, value in variables.items()}
+
+
 def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) -> ScriptTrace:
     """Runs the script as `rank` of `world` and returns its trace (in this process)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from localneuron.estimate import simulated_group
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(per_instance),
-                      GROUP_RANK=str(rank // per_instance), NGPU=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT="29500", TORCHELASTIC_RUN_ID="localneuron-estimate")
+    os.environ.update(launcher_environment(world, rank, per_instance))
     simulated_group.install(world, rank)
     _simulation_settings()
     _register_flex_attention()
