@@ -18,6 +18,7 @@ the optimizer state; the second is every later step) and that step is priced:
 """
 import argparse
 import json
+import math
 import os
 import runpy
 import subprocess
@@ -47,6 +48,59 @@ COLLECTIVES = {
     "reduce_scatter_tensor": ("reduce_scatter", "in"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
     "all_to_all_single": ("all_to_all", "in"), "broadcast": ("broadcast", "in"),
 }
+
+
+# A host read of a device value (`if not torch.isfinite(loss)`, `loss.item()`) answers what a healthy
+# run reads: values are finite. Outputs whose healthy value an op implies carry it (HEALTHY_VALUE), from
+# its operands': op -> rule(args) giving True, False or None (not implied). Every other read is 0 / False.
+HEALTHY_VALUE = "_localneuron_healthy_value"
+
+
+def _known(a):
+    return getattr(a, HEALTHY_VALUE, None) if isinstance(a, torch.Tensor) else None
+
+
+def _both(combine):
+    def rule(args):
+        a, b = _known(args[0]), _known(args[1])
+        return None if a is None or b is None else combine(a, b)
+    return rule
+
+
+def _compared_with_itself_or_infinity(equal: bool):
+    """x == x is true unless x is NaN, x == inf false for a finite x (isfinite decomposes into these)."""
+    def rule(args):
+        if args[0] is args[1]:
+            return equal
+        infinite = isinstance(args[1], (int, float)) and math.isinf(args[1])
+        return (not equal) if infinite else None
+    return rule
+
+
+def _negated(args):
+    known = _known(args[0])
+    return None if known is None else not known
+
+
+HEALTHY_READS = {
+    "isfinite": lambda args: True,
+    **dict.fromkeys(("isnan", "isinf", "isposinf", "isneginf"), lambda args: False),
+    "eq": _compared_with_itself_or_infinity(True), "ne": _compared_with_itself_or_infinity(False),
+    "logical_not": _negated, "bitwise_not": _negated,
+    **dict.fromkeys(("logical_and", "bitwise_and", "mul"), _both(lambda a, b: a and b)),
+    **dict.fromkeys(("logical_or", "bitwise_or"), _both(lambda a, b: a or b)),
+    **dict.fromkeys(("logical_xor", "bitwise_xor"), _both(lambda a, b: a != b)),
+    # a reduction or copy of values that are all the same is that value
+    **dict.fromkeys(("all", "any", "_to_copy", "clone", "detach", "alias", "view", "reshape", "squeeze",
+                     "unsqueeze", "expand"), lambda args: _known(args[0])),
+    "where": lambda args: None if _known(args[0]) is None else _known(args[1] if _known(args[0]) else args[2]),
+}
+
+
+def _host_read(tensor: torch.Tensor):
+    known = _known(tensor)
+    value = bool(known) if known is not None else False
+    return value if tensor.dtype == torch.bool else float(value) if tensor.is_floating_point() else int(value)
 
 
 class StopScript(BaseException):
@@ -117,7 +171,7 @@ class ScriptTrace(Trace):
         if any(_real_device_tensor(a) for a in flat):   # made where no mode saw it (inside C++): its shape suffices
             args, kwargs = tree_map(self._as_fake, (args, kwargs))
         if func is torch.ops.aten._local_scalar_dense.default:
-            return False if args[0].dtype == torch.bool else 0 if not args[0].is_floating_point() else 0.0
+            return _host_read(args[0])
         name = func._schema.name.split("::")[-1]
         if name in ("wait_tensor", "_wrap_tensor_autograd"):   # the collective has completed: its output as is
             return args[0]
@@ -127,7 +181,11 @@ class ScriptTrace(Trace):
             with self.fake:
                 return func(*args, **kwargs)
         with self.fake:
-            return super().__torch_dispatch__(func, types, args, kwargs)
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+        rule = HEALTHY_READS.get(name)
+        if rule is not None and isinstance(out, torch.Tensor) and (known := rule(args)) is not None:
+            setattr(out, HEALTHY_VALUE, known)
+        return out
 
     def _record_collective(self, name: str, func, args) -> None:
         kind, side = COLLECTIVES[name]

@@ -78,3 +78,20 @@ def test_ranks_fill_instances_in_turn_and_the_last_holds_the_remainder():
 def test_a_script_job_of_no_ranks_or_of_more_instances_than_exist_is_refused(tmp_path, flags, message):
     script = training_script(tmp_path / "train.py")
     assert message in single_line_refusal(localneuron("estimate", "--script", str(script), *flags))
+
+
+# --- host reads of device values ------------------------------------------------------------------------
+@pytest.mark.parametrize("guard", [
+    "if not torch.isfinite(loss): raise RuntimeError('loss diverged')",
+    "if torch.isnan(loss): raise RuntimeError('loss is NaN')",
+    "if torch.isnan(loss).any(): raise RuntimeError('loss is NaN')",
+    "assert torch.isfinite(loss).all()",
+    "if not math.isfinite(loss.item()): raise RuntimeError('loss diverged')",
+    "if torch.isinf(loss) | torch.isnan(loss): raise RuntimeError('loss diverged')",
+    "if not torch.where(torch.isfinite(loss), torch.isfinite(loss), torch.isnan(loss)).cpu(): raise RuntimeError()",
+])
+def test_a_loss_guard_reads_what_a_healthy_run_reads_and_the_step_is_priced(tmp_path, guard):
+    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", each_step=guard)),
+                    "--world-size", "2")
+    assert r.returncode == 0, r.stderr
+    assert "its second optimizer step" in r.stdout
