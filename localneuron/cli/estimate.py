@@ -3,6 +3,7 @@ HBM, computed from a Hugging Face config.json, a model factory or the user's own
 without allocating the model. Bad input (a missing or broken file, a layout the instances cannot hold,
 sizes beyond any run) ends with exit status 2 and a message saying what to change."""
 import json
+import signal
 import sys
 
 from localneuron.runtime.checked_files import OutputError, OutputFile
@@ -129,6 +130,7 @@ def _fits_compared(written: dict, recipe: dict) -> str:
 
 def run(args) -> int:
     from localneuron.estimate import architecture, hf, run as estimate_run, summary
+    from localneuron.estimate.script import Interrupted
     from localneuron.estimate.layout import Layout, target_chip
 
     try:
@@ -169,6 +171,10 @@ def run(args) -> int:
     except (ValueError, ImportError, NotImplementedError) as error:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Interrupted as stop:
+        print(f"localneuron estimate: stopped by {signal.Signals(stop.signum).name}: the dry run's worker was killed "
+              f"and its temporary files removed", file=sys.stderr)
+        return 128 + stop.signum
     except (OverflowError, MemoryError) as error:
         print(f"localneuron estimate: the sizes requested overflow what the estimate can represent ({error}); "
               f"give the sizes of the run you want estimated", file=sys.stderr)

@@ -17,13 +17,20 @@ the optimizer state; the second is every later step) and that step is priced:
 - with pipeline stages, the slowest stage plus the 1F1B bubble, (stages - 1) micro-batches of it.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
+import pickle
 import runpy
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
+import types
 from collections import defaultdict
 from pathlib import Path
 
@@ -33,7 +40,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from localneuron.estimate.trace import Trace
 
 STEPS = 2
-CHECKPOINT_NOTE = "the script stops after its second optimizer step: nothing it would save afterwards is written"
+# a rank's dry run of the largest models takes minutes: one that runs an hour never reaches its priced step
+WORKER_TIMEOUT_S = 3600
 # c10d and functional-collective op -> (kind, which operand's bytes count: "in" | "out")
 COLLECTIVES = {
     "allreduce_": ("all_reduce", "in"), "allreduce_coalesced_": ("all_reduce", "in"), "reduce_": ("all_reduce", "in"),
@@ -101,6 +109,18 @@ def _host_read(tensor: torch.Tensor):
     known = _known(tensor)
     value = bool(known) if known is not None else False
     return value if tensor.dtype == torch.bool else float(value) if tensor.is_floating_point() else int(value)
+
+
+class ScriptEndedEarly(Exception):
+    """The script ended before its priced step: the reason, for the user."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the estimate: its worker is killed and its temporary directory removed on
+    the way out."""
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 class StopScript(BaseException):
@@ -250,6 +270,138 @@ class ScriptTrace(Trace):
             self.resident_bytes = _resident_bytes(optimizer)
 
 
+# --- the script's files ---------------------------------------------------------------------------------
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# audit events that change the filesystem -> positions of the paths they change (os.replace is os.rename)
+MUTATIONS = {"os.remove": (0,), "os.rename": (0, 1), "os.truncate": (0,), "os.rmdir": (0,), "os.mkdir": (0,),
+             "shutil.rmtree": (0,), "os.link": (1,), "os.symlink": (1,), "os.chmod": (0,), "os.chown": (0,),
+             "os.utime": (0,), "os.setxattr": (0,), "os.removexattr": (0,)}
+
+
+class PrivateWrites:
+    """The dry run's file writes, kept from the files the script would write on real hardware (a checkpoint
+    torch.save would truncate and then fail to fill with fake tensors, a log): every path the script opens
+    to write (open, os.open, torch.save), makes (os.mkdir) or renames to maps into `root`, mirroring its
+    absolute path; a later read or stat (os.path.exists, isdir...) of a path the run made reads that copy
+    (listing a directory does not see them). An audit hook refuses any other
+    change to the filesystem outside `root` (removing, truncating, renaming the user's files, writes from
+    C++ that name a path). `root` is discarded with the estimate's temporary directory."""
+    def __init__(self, root: str):
+        self.root = os.path.realpath(root)
+        self.written = set()   # the script's files whose writes went to `root`
+        self.made = set()      # those files and the directories the script made, which have a copy in `root`
+
+    def _inside(self, path) -> bool:
+        real = os.path.realpath(path)
+        return real == self.root or real.startswith(self.root + os.sep)
+
+    def _copy_of(self, path) -> str:
+        return os.path.join(self.root, os.path.abspath(os.fsdecode(path)).lstrip(os.sep))
+
+    def target(self, path, keep_contents: bool = False):
+        """Where a write to `path` goes; `keep_contents`: the write appends or updates, so the copy starts
+        as the original."""
+        if isinstance(path, int) or self._inside(path):
+            return path
+        copy = self._copy_of(path)
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        original = os.path.abspath(os.fsdecode(path))
+        if keep_contents and original not in self.made and os.path.isfile(original):
+            shutil.copyfile(original, copy)
+        self.written.add(original)
+        self.made.add(original)
+        return copy
+
+    def source(self, path):
+        """What a read of `path` reads: the copy when the run made it."""
+        if isinstance(path, int) or os.path.abspath(os.fsdecode(path)) not in self.made:
+            return path
+        return self._copy_of(path)
+
+    def install(self) -> None:
+        import builtins
+        import io
+
+        real_open, real_os_open, real_stat = io.open, os.open, os.stat
+        real_mkdir, real_rename, real_replace = os.mkdir, os.rename, os.replace
+        real_remove, real_unlink = os.remove, os.unlink
+
+        def open_(file, mode="r", *args, **kwargs):
+            if any(c in mode for c in "wax+"):
+                return real_open(self.target(file, keep_contents=any(c in mode for c in "a+")), mode, *args, **kwargs)
+            return real_open(self.source(file), mode, *args, **kwargs)
+
+        def os_open(path, flags, *args, **kwargs):
+            if flags & WRITE_FLAGS:
+                return real_os_open(self.target(path, keep_contents=not flags & os.O_TRUNC), flags, *args, **kwargs)
+            return real_os_open(self.source(path), flags, *args, **kwargs)
+
+        def mkdir(path, *args, **kwargs):
+            if self._inside(path):
+                return real_mkdir(path, *args, **kwargs)
+            copy = self._copy_of(path)
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            real_mkdir(copy, *args, **kwargs)
+            self.made.add(os.path.abspath(os.fsdecode(path)))
+
+        def stat(path, *args, **kwargs):
+            return real_stat(self.source(path), *args, **kwargs)
+
+        def renamer(rename):
+            def moved(src, dst, *args, **kwargs):
+                return rename(self.source(src), self.target(dst), *args, **kwargs)
+            return moved
+
+        def remover(remove):
+            def removed(path, *args, **kwargs):
+                return remove(self.source(path), *args, **kwargs)
+            return removed
+        builtins.open = io.open = open_
+        os.open, os.mkdir, os.stat = os_open, mkdir, stat
+        os.rename, os.replace = renamer(real_rename), renamer(real_replace)
+        os.remove, os.unlink = remover(real_remove), remover(real_unlink)
+        self._redirect_torch_save()
+        sys.dont_write_bytecode = True   # nor the bytecode caches of its modules
+        sys.addaudithook(self._refuse_mutations_outside)
+
+    def _redirect_torch_save(self) -> None:
+        """torch.save opens a path it is given in C++ (no Python open to map) and cannot pickle fake
+        tensors: the path maps into `root`, and each device tensor is written as an empty placeholder of
+        its shape and dtype (nothing reads the copy but the run itself)."""
+        real_save = torch.serialization.save
+        placeholders = types.ModuleType("pickle_with_placeholders")
+        placeholders.__dict__.update(vars(pickle))
+        placeholders.Pickler = _PlaceholderPickler
+
+        def save(obj, f, pickle_module=None, *args, **kwargs):
+            if isinstance(f, (str, bytes, os.PathLike)):
+                f = self.target(f)
+            return real_save(obj, f, placeholders, *args, **kwargs)
+        torch.save = torch.serialization.save = save
+
+    def _refuse_mutations_outside(self, event: str, args: tuple) -> None:
+        if event == "open":
+            paths = [args[0]] if args[2] & WRITE_FLAGS else []
+        else:
+            paths = [args[i] for i in MUTATIONS.get(event, ())]
+        for path in paths:
+            if isinstance(path, (str, bytes, os.PathLike)) and not self._inside(path):
+                raise PermissionError(f"`estimate --script` dry runs do not write the script's files: {event} "
+                                      f"{os.fsdecode(path)!r} refused (the run's writes go to {self.root}, "
+                                      f"discarded after the estimate)")
+
+
+def _placeholder(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+class _PlaceholderPickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        if isinstance(obj, torch.Tensor) and _on_device([obj]):
+            return _placeholder, (tuple(obj.shape), obj.dtype)
+        return NotImplemented
+
+
 def _register_flex_attention() -> None:
     """FlexAttention (TorchTitan's default) is a higher-order op: on the trace it runs its fake kernel and
     is priced as the device's fused attention, forward and backward (a causal block mask on Trainium is
@@ -367,10 +519,10 @@ def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) 
         pass
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
-            raise ValueError(f"--script {script} exited with status {exit_.code} before its second optimizer step") \
-                from None
+            raise ScriptEndedEarly(f"--script {script} exited with status {exit_.code} before its second optimizer "
+                                   f"step") from None
     if len(trace.step_starts) <= STEPS:
-        raise ValueError(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the estimate "
+        raise ScriptEndedEarly(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the estimate "
                          f"prices its second one, so let it run at least {STEPS} steps")
     return trace
 
@@ -453,41 +605,99 @@ def _groups(trace) -> dict:
 
 
 # --- the worker and the orchestration ------------------------------------------------------------------
-def worker(argv: list) -> int:
-    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT -- SCRIPT ARGS`"""
+def worker(argv: list) -> None:
+    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT --writes DIR --
+    SCRIPT ARGS`: writes the priced step (or {"error": why the script cannot be priced}) to OUT, nothing
+    when the script fails, and exits."""
     parser = argparse.ArgumentParser(prog="localneuron.estimate.script")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--lnc", type=int)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--writes", required=True, help="the private directory the script's writes go to")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     from localneuron.estimate.layout import target_chip
 
     chip = target_chip(args.target, args.lnc)
-    trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)
-    Path(args.out).write_text(json.dumps(price_rank(trace, chip)))
-    return 0
+    result = open(args.out, "w")   # before the script runs: from then on every write outside DIR is the script's
+    writes = PrivateWrites(args.writes)
+    writes.install()
+    status = 0
+    try:
+        trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)
+        answer = {**price_rank(trace, chip), "redirected_writes": sorted(writes.written)}
+    except ScriptEndedEarly as error:
+        answer = {"error": str(error)}
+    except BaseException:   # the script's own failure: its traceback is part of its output
+        traceback.print_exc()
+        answer, status = None, 1
+    if answer is not None:
+        result.write(json.dumps(answer))
+    result.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)   # without waiting for threads the script started and left running
 
 
 def _run_worker(script: str, argv: list, world: int, rank: int, target: str, lnc, directory: str) -> dict:
     out = os.path.join(directory, f"rank{rank}.json")
+    writes = os.path.join(directory, f"rank{rank}-writes")
+    os.mkdir(writes, 0o700)
     command = [sys.executable, "-m", "localneuron.estimate.script", "--rank", str(rank), "--world", str(world),
-               "--target", target, "--out", out, *(["--lnc", str(lnc)] if lnc else []), script, *argv]
-    done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr)   # the script's own output stays visible
-    if done.returncode:
-        raise ValueError(f"--script {script} failed as rank {rank} of {world} (exit status {done.returncode}); "
+               "--target", target, "--out", out, "--writes", writes, *(["--lnc", str(lnc)] if lnc else []),
+               script, *argv]
+    # the script's own output stays visible; its temporary files are the dry run's; in a session of its own,
+    # so the worker and whatever it starts are stopped together
+    process = subprocess.Popen(command, stdout=sys.stderr, stderr=sys.stderr, env={**os.environ, "TMPDIR": writes},
+                               start_new_session=True)
+    try:
+        status = process.wait(timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"--script {script} ran as rank {rank} of {world} for {WORKER_TIMEOUT_S // 60} minutes "
+                         f"without ending its second optimizer step: stopped") from None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if status:
+        raise ValueError(f"--script {script} failed as rank {rank} of {world} (exit status {status}); "
                          f"its output is above")
-    return json.loads(Path(out).read_text())
+    answer = Path(out).read_text()
+    if not answer:
+        raise ValueError(f"--script {script} exited (os._exit) before its second optimizer step: the estimate prices "
+                         f"that step, so let it run at least {STEPS} steps")
+    answer = json.loads(answer)
+    if "error" in answer:
+        raise ValueError(answer["error"])
+    return answer
+
+
+@contextlib.contextmanager
+def _signals_stop_the_estimate():
+    """SIGTERM and SIGINT raise Interrupted, so the worker is killed and the temporary directory removed on
+    the way out (signal handlers can only be set from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        raise Interrupted(signum)
+    previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
     """The script priced on `world` ranks: one run per distinct role (pipeline stage)."""
     if not Path(script).is_file():
         raise ValueError(f"--script {script}: no such file")
-    with tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
+    with _signals_stop_the_estimate(), tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
         first = _run_worker(script, argv, world, 0, chip.name, lnc, directory)
         stages = next((ranks for desc, ranks in first["groups"].items() if desc.endswith("pp")), [0])
         runs = [first] + [_run_worker(script, argv, world, r, chip.name, lnc, directory) for r in stages if r != 0]
@@ -500,8 +710,13 @@ def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
     return {"step_s": step_s, "breakdown": step, "ranks_executed": [0] + [r for r in stages if r != 0],
             "stages": len(stages), "rank_results": runs, "peak_bytes": peak, "parameters": first["parameters"],
             "collectives": slowest["collectives"], "fallbacks": slowest["fallbacks"],
-            "computed_in_32bit": slowest["computed_in_32bit"], "groups": first["groups"]}
+            "computed_in_32bit": slowest["computed_in_32bit"], "groups": first["groups"],
+            "redirected_writes": sorted({path for r in runs for path in r["redirected_writes"]})}
 
 
 if __name__ == "__main__":
-    sys.exit(worker(sys.argv[1:]))
+    # run from the module under its own name, not as __main__ (the name the script itself runs under): what
+    # pickles of the run name must resolve
+    from localneuron.estimate import script
+
+    script.worker(sys.argv[1:])
