@@ -202,3 +202,139 @@ def test_a_stopped_estimate_kills_its_worker_and_removes_its_temporary_directory
         os.kill(worker, signal.SIGKILL)
         pytest.fail(f"the worker {worker} outlived the estimate")
     assert not list(temporary.glob("localneuron-estimate-*"))
+
+
+# --- hostile configs and flags ----------------------------------------------------------------------------
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "rms_norm_eps": 1e-05,
+         "tie_word_embeddings": False}
+MIXTRAL = {**LLAMA, "model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
+QWEN_MOE = {**LLAMA, "model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4,
+            "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+LLAMA4 = {"model_type": "llama4", "text_config": {**LLAMA, "num_local_experts": 16, "num_experts_per_tok": 1}}
+GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257}
+VIT = {"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+       "intermediate_size": 3072}
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+HOSTILE_CONFIGS = {
+    # sizes beyond any model, under the old overflow limit, or whose products overflow
+    "layers 2**39": ({**LLAMA, "num_hidden_layers": 2 ** 39}, "num_hidden_layers"),
+    "layers a million": ({**LLAMA, "num_hidden_layers": 10 ** 6}, "num_hidden_layers"),
+    "hidden 2**30": ({**LLAMA, "hidden_size": 2 ** 30}, "hidden_size"),
+    "vocab 2**35": ({**LLAMA, "vocab_size": 2 ** 35}, "vocab_size"),
+    "intermediate 2**38": ({**LLAMA, "intermediate_size": 2 ** 38}, "intermediate_size"),
+    "heads 2**20": ({**LLAMA, "num_attention_heads": 2 ** 20}, "num_attention_heads"),
+    "head_dim 2**30": ({**LLAMA, "head_dim": 2 ** 30}, "head_dim"),
+    "experts 2**30": ({**MIXTRAL, "num_local_experts": 2 ** 30}, "num_local_experts"),
+    "every size at its limit": ({**MIXTRAL, "num_hidden_layers": 10_000, "hidden_size": 1 << 20,
+                                 "intermediate_size": 1 << 22, "num_local_experts": 1 << 14}, "parameters"),
+    "positions 2**40": ({**GPT2, "n_positions": 2 ** 40}, "n_positions"),
+    "image of 2**30 patches": ({**VIT, "image_size": 1 << 15, "patch_size": 1}, "tokens"),
+    "shared expert 2**39": ({**QWEN_MOE, "shared_expert_intermediate_size": 2 ** 39},
+                            "shared_expert_intermediate_size"),
+    "huge integer literal": ('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}", "not valid JSON"),
+    # wrong JSON types where numbers go
+    "hidden a string": ({**LLAMA, "hidden_size": "4096"}, "hidden_size"),
+    "layers a float": ({**LLAMA, "num_hidden_layers": 32.5}, "num_hidden_layers"),
+    "layers a list": ({**LLAMA, "num_hidden_layers": [32]}, "num_hidden_layers"),
+    "layers an object": ({**LLAMA, "num_hidden_layers": {"n": 32}}, "num_hidden_layers"),
+    "layers null": ({**LLAMA, "num_hidden_layers": None}, "num_hidden_layers"),
+    "layers a boolean": ({**LLAMA, "num_hidden_layers": True}, "num_hidden_layers"),
+    "layers negative": ({**LLAMA, "num_hidden_layers": -4}, "num_hidden_layers"),
+    "vocab zero": ({**LLAMA, "vocab_size": 0}, "vocab_size"),
+    "experts a string": ({**MIXTRAL, "num_local_experts": "8"}, "num_local_experts"),
+    "shared expert a string": ({**QWEN_MOE, "shared_expert_intermediate_size": "big"},
+                               "shared_expert_intermediate_size"),
+    "dense-only layers a number": ({**QWEN_MOE, "mlp_only_layers": 5}, "mlp_only_layers"),
+    "dense-only layers of booleans": ({**QWEN_MOE, "mlp_only_layers": [True]}, "mlp_only_layers"),
+    "MoE layers a string": ({**LLAMA4, "text_config": {**LLAMA4["text_config"], "moe_layers": "all"}}, "moe_layers"),
+    "sparse step zero": ({**QWEN_MOE, "decoder_sparse_step": 0}, "decoder_sparse_step"),
+    "dropout a string": ({**LLAMA, "attention_dropout": "0.1"}, "attention_dropout"),
+    "ViT channels a list": ({**VIT, "num_channels": [3]}, "num_channels"),
+    # booleans that are not JSON booleans
+    "tie a string": ({**LLAMA, "tie_word_embeddings": "false"}, "tie_word_embeddings"),
+    "tie a number": ({**LLAMA, "tie_word_embeddings": 0}, "tie_word_embeddings"),
+    "attention bias a string": ({**LLAMA, "attention_bias": "yes"}, "attention_bias"),
+    "MLP bias a list": ({**LLAMA, "mlp_bias": []}, "mlp_bias"),
+    "GPT tie a string": ({**GPT2, "tie_word_embeddings": "true"}, "tie_word_embeddings"),
+    # non-finite numbers (Python's json reads them)
+    "eps NaN": (json.dumps(LLAMA)[:-1] + ', "rms_norm_eps": NaN}', "NaN"),
+    "eps Infinity": (json.dumps(LLAMA)[:-1] + ', "rope_theta": Infinity}', "Infinity"),
+    "eps -Infinity": (json.dumps(LLAMA)[:-1] + ', "rope_theta": -Infinity}', "Infinity"),
+    "eps overflowing to infinity": (json.dumps(LLAMA)[:-1] + ', "rope_theta": 1e400}', "1e400"),
+    "dropout NaN": (json.dumps(LLAMA)[:-1] + ', "attention_dropout": NaN}', "NaN"),
+    # the model's type and the nested text config
+    "model_type a number": ({**LLAMA, "model_type": 42}, "model_type"),
+    "model_type a list": ({**LLAMA, "model_type": ["llama"]}, "model_type"),
+    "model_type null": ({**LLAMA, "model_type": None}, "model_type"),
+    "text_config a string": ({**LLAMA4, "text_config": "llama"}, "text_config"),
+    "text_config a list": ({**LLAMA4, "text_config": [LLAMA]}, "text_config"),
+    "text_config with a string size": ({**LLAMA4, "text_config": {**LLAMA4["text_config"], "hidden_size": "big"}},
+                                       "hidden_size"),
+    # not a JSON object, not JSON, not UTF-8
+    "a list": ([LLAMA], "JSON object"),
+    "a string": ('"llama"', "JSON object"),
+    "null": ("null", "JSON object"),
+    "a number": ("4096", "JSON object"),
+    "nested too deeply": ("[" * 100_000 + "]" * 100_000, "not valid JSON"),
+    "an object nested too deeply": ('{"a": ' * 100_000 + "1" + "}" * 100_000, "not valid JSON"),
+    "invalid UTF-8": (b'{"model_type": "llama\xff\xfe"}', "not valid JSON"),
+    "truncated": (json.dumps(LLAMA)[:40], "not valid JSON"),
+    "empty": ("", "not valid JSON"),
+}
+
+
+def estimate_in_process(capsys, *argv) -> tuple[int, str]:
+    from localneuron.cli.main import main
+
+    status = main(["estimate", *argv])
+    return status, capsys.readouterr().err
+
+
+def assert_one_line_refusal(status: int, stderr: str) -> str:
+    assert status == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("localneuron estimate: ") and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", HOSTILE_CONFIGS)
+def test_a_hostile_config_is_refused_in_one_line(tmp_path, capsys, name):
+    content, field = HOSTILE_CONFIGS[name]
+    path = tmp_path / "config.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(_text(content))
+    line = assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(path), "--mode", "train",
+                                                        "--target", "trn1"))
+    assert field in line
+
+
+def test_a_config_file_of_a_gigabyte_is_not_read(tmp_path, capsys):
+    huge = tmp_path / "config.json"
+    with open(huge, "wb") as f:
+        f.truncate(1 << 30)   # sparse: no disk used
+    line = assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(huge), "--mode", "train"))
+    assert "bytes" in line
+
+
+def test_the_config_table_holds_at_least_forty_attacks():
+    assert len(HOSTILE_CONFIGS) >= 40
+
+
+@pytest.mark.parametrize("flags", [
+    ["--nodes", "0"], ["--nodes", "-1"], ["--nodes", "70000"], ["--world-size", "0"], ["--world-size", "-3"],
+    ["--tp", "0"], ["--seq", "0"], ["--seq", "-1"], ["--seq", str(2 ** 62)], ["--global-batch", "0"],
+    ["--micro-batch", "-1"], ["--mode", "decode", "--batch", "0"], ["--mode", "prefill", "--input-len", str(2 ** 62)],
+    ["--mode", "decode", "--output-len", "0"],
+])
+def test_a_hostile_flag_is_refused_in_one_line(capsys, flags):
+    mode = [] if "--mode" in flags else ["--mode", "train"]
+    assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(ROOT / "benchmarks" / "configs" /
+                                                                            "llama-3-8b.json"), *mode, *flags))
