@@ -46,6 +46,8 @@ SIZE_FIELDS = {
     "max_position_embeddings": "positions", "n_positions": "positions", "image_size": "image",
     "patch_size": "image", "num_channels": "channels",
 }
+# config fields that are JSON booleans (a string "false" would read as true)
+FLAG_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_qk_norm")
 # the most bytes a parameter takes (fp32 weights, gradients and two Adam moments): the model's bytes must
 # stay a 64-bit count
 BYTES_PER_PARAMETER = 16
@@ -306,8 +308,8 @@ def from_config(config: dict) -> Architecture:
     if arch.heads % arch.kv_heads:
         raise ConfigError(f"num_attention_heads={arch.heads} is not a multiple of num_key_value_heads={arch.kv_heads}")
     if arch.parameters * BYTES_PER_PARAMETER >= 1 << 63:
-        raise ConfigError(f"the config's sizes make {arch.parameters:.3g} parameters, whose bytes no 64-bit count holds "
-                          f"(nor any cluster); check the file")
+        raise ConfigError(f"the config's sizes make {arch.parameters:.3g} parameters, whose bytes no 64-bit count "
+                          f"holds (nor any cluster); check the file")
     return arch
 
 
@@ -329,8 +331,9 @@ def _not_a_number(constant: str):
 
 def read(path: str) -> dict:
     """A config.json as a JSON object, with a clear error for a missing, huge or broken file, a
-    non-finite number anywhere in it (Python's json reads NaN and Infinity), or size fields of the wrong
-    type or beyond any model (also those of the nested text_config, for the models --as-written builds)."""
+    non-finite number anywhere in it (Python's json reads NaN and Infinity), or size and flag fields of
+    the wrong type or beyond any model (also those of the nested text_config, for the models --as-written
+    builds)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"--hf-config {path}: no such file")
@@ -350,6 +353,8 @@ def read(path: str) -> dict:
         for name in SIZE_FIELDS.keys() & section.keys():
             if section[name] is not None:
                 _size(name, section[name], smallest=0)
+        for name in FLAG_FIELDS:
+            _flag(section, name, False)
     return config
 
 

@@ -283,16 +283,16 @@ class PrivateWrites:
     torch.save would truncate and then fail to fill with fake tensors, a log): every path the script opens
     to write (open, os.open, torch.save), makes (os.mkdir) or renames to maps into `root`, mirroring its
     absolute path; a later read or stat (os.path.exists, isdir...) of a path the run made reads that copy
-    (listing a directory does not see them). An audit hook refuses any other
-    change to the filesystem outside `root` (removing, truncating, renaming the user's files, writes from
-    C++ that name a path). `root` is discarded with the estimate's temporary directory."""
+    (listing a directory does not see them). An audit hook refuses any other change to the filesystem
+    outside `root` (removing, truncating, renaming the user's files). `root` is discarded with the
+    estimate's temporary directory."""
     def __init__(self, root: str):
         self.root = os.path.realpath(root)
         self.written = set()   # the script's files whose writes went to `root`
         self.made = set()      # those files and the directories the script made, which have a copy in `root`
 
     def _inside(self, path) -> bool:
-        real = os.path.realpath(path)
+        real = os.path.realpath(os.fsdecode(path))
         return real == self.root or real.startswith(self.root + os.sep)
 
     def _copy_of(self, path) -> str:
@@ -373,7 +373,7 @@ class PrivateWrites:
         placeholders.__dict__.update(vars(pickle))
         placeholders.Pickler = _PlaceholderPickler
 
-        def save(obj, f, pickle_module=None, *args, **kwargs):
+        def save(obj, f, pickle_module=None, *args, **kwargs):   # the script's pickle_module gives way
             if isinstance(f, (str, bytes, os.PathLike)):
                 f = self.target(f)
             return real_save(obj, f, placeholders, *args, **kwargs)
@@ -522,8 +522,8 @@ def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) 
             raise ScriptEndedEarly(f"--script {script} exited with status {exit_.code} before its second optimizer "
                                    f"step") from None
     if len(trace.step_starts) <= STEPS:
-        raise ScriptEndedEarly(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the estimate "
-                         f"prices its second one, so let it run at least {STEPS} steps")
+        raise ScriptEndedEarly(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the "
+                               f"estimate prices its second one, so let it run at least {STEPS} steps")
     return trace
 
 

@@ -43,12 +43,11 @@ for step in range(3):
     return path
 
 
-def single_line_refusal(r) -> str:
-    """The one line a refused request prints (and exit status 2, no traceback)."""
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("localneuron estimate: "), r.stderr
-    assert "Traceback" not in r.stderr
+def assert_one_line_refusal(status: int, stderr: str) -> str:
+    """The one line a refused request prints (with exit status 2, no traceback)."""
+    assert status == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("localneuron estimate: ") and "Traceback" not in stderr, stderr
     return lines[0]
 
 
@@ -69,7 +68,7 @@ def test_a_script_sees_the_environment_torchrun_gives_its_rank(tmp_path):
 def test_ranks_fill_instances_in_turn_and_the_last_holds_the_remainder():
     # 100 ranks on instances of 64: rank 70 is the 7th of the 36 on the second instance
     env = launcher_environment(100, 70, 64)
-    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"], env["GROUP_WORLD_SIZE"]) == ("6", "36", "1", "2")
+    assert [env[n] for n in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE")] == ["6", "36", "1", "2"]
     env = launcher_environment(128, 5, 64)
     assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"]) == ("5", "64", "0")
 
@@ -83,7 +82,8 @@ def test_ranks_fill_instances_in_turn_and_the_last_holds_the_remainder():
 ])
 def test_a_script_job_of_no_ranks_or_of_more_instances_than_exist_is_refused(tmp_path, flags, message):
     script = training_script(tmp_path / "train.py")
-    assert message in single_line_refusal(localneuron("estimate", "--script", str(script), *flags))
+    r = localneuron("estimate", "--script", str(script), *flags)
+    assert message in assert_one_line_refusal(r.returncode, r.stderr)
 
 
 # --- host reads of device values ------------------------------------------------------------------------
@@ -170,8 +170,10 @@ def test_a_thread_the_script_leaves_running_does_not_keep_the_estimate_waiting(t
 
 def test_a_script_that_exits_abruptly_before_its_priced_step_is_explained(tmp_path):
     script = training_script(tmp_path / "train.py", each_step="if step == 1: os._exit(0)")
-    line = single_line_refusal(localneuron("estimate", "--script", str(script), "--world-size", "2"))
-    assert line.startswith(f"localneuron estimate: --script {script} exited (os._exit) before its second optimizer step")
+    r = localneuron("estimate", "--script", str(script), "--world-size", "2")
+    line = assert_one_line_refusal(r.returncode, r.stderr)
+    assert line.startswith(f"localneuron estimate: --script {script} exited (os._exit) before its second optimizer "
+                           f"step")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -296,13 +298,6 @@ def estimate_in_process(capsys, *argv) -> tuple[int, str]:
     return status, capsys.readouterr().err
 
 
-def assert_one_line_refusal(status: int, stderr: str) -> str:
-    assert status == 2, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("localneuron estimate: ") and "Traceback" not in stderr, stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize("name", HOSTILE_CONFIGS)
 def test_a_hostile_config_is_refused_in_one_line(tmp_path, capsys, name):
     content, field = HOSTILE_CONFIGS[name]
@@ -338,3 +333,14 @@ def test_a_hostile_flag_is_refused_in_one_line(capsys, flags):
     mode = [] if "--mode" in flags else ["--mode", "train"]
     assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(ROOT / "benchmarks" / "configs" /
                                                                             "llama-3-8b.json"), *mode, *flags))
+
+
+@pytest.mark.parametrize("name", ["layers 2**39", "tie a string", "eps NaN", "text_config with a string size"])
+def test_a_hostile_config_is_refused_before_transformers_builds_it_as_written(tmp_path, capsys, name):
+    pytest.importorskip("transformers")
+    content, field = HOSTILE_CONFIGS[name]
+    path = tmp_path / "config.json"
+    path.write_text(_text(content))
+    line = assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(path), "--as-written", "--mode",
+                                                        "train", "--target", "trn1"))
+    assert field in line
