@@ -15,9 +15,14 @@ the optimizer state; the second is every later step) and that step is priced:
   under the step's compute, the rest (tensor-parallel collectives) between the ops that need them;
 - the peak of live device bytes during the step, against the NeuronCore's HBM;
 - with pipeline stages, the slowest stage plus the 1F1B bubble, (stages - 1) micro-batches of it.
+
+The run is dry: the script's file writes go to a private directory (PrivateWrites), a host read of a
+device value answers what a healthy run reads (HEALTHY_READS), and the worker exits once its step is
+priced, is bounded in time, and is killed with the estimate (docs/estimate.md says what the script sees).
 """
 import argparse
 import contextlib
+import errno
 import json
 import math
 import os
@@ -38,6 +43,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from localneuron.estimate.trace import Trace
+from localneuron.runtime.units import seconds_text
 
 STEPS = 2
 # a rank's dry run of the largest models takes minutes: one that runs an hour never reaches its priced step
@@ -283,13 +289,16 @@ class PrivateWrites:
     torch.save would truncate and then fail to fill with fake tensors, a log): every path the script opens
     to write (open, os.open, torch.save), makes (os.mkdir) or renames to maps into `root`, mirroring its
     absolute path; a later read or stat (os.path.exists, isdir...) of a path the run made reads that copy
-    (listing a directory does not see them). An audit hook refuses any other change to the filesystem
-    outside `root` (removing, truncating, renaming the user's files). `root` is discarded with the
-    estimate's temporary directory."""
+    (listing a directory does not see them). A file of the user's the script removes (os.remove: a
+    checkpoint rotation) is hidden from the run, not removed. An audit hook refuses any other change to
+    the filesystem outside `root` (truncating, renaming the user's files, removing a tree). `root` is
+    discarded with the estimate's temporary directory."""
     def __init__(self, root: str):
         self.root = os.path.realpath(root)
         self.written = set()   # the script's files whose writes went to `root`
-        self.made = set()      # those files and the directories the script made, which have a copy in `root`
+        # those files, the directories the script made and the files it removed: a path in `root` stands
+        # for each (the copy, or nothing where it removed the file)
+        self.made = set()
 
     def _inside(self, path) -> bool:
         real = os.path.realpath(os.fsdecode(path))
@@ -354,7 +363,12 @@ class PrivateWrites:
 
         def remover(remove):
             def removed(path, *args, **kwargs):
-                return remove(self.source(path), *args, **kwargs)
+                if isinstance(path, int) or self._inside(path) or os.path.abspath(os.fsdecode(path)) in self.made:
+                    return remove(self.source(path), *args, **kwargs)
+                if os.path.isdir(path):   # what the call itself would refuse, refused the same way
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+                os.lstat(path)   # FileNotFoundError when there is nothing to remove
+                self.made.add(os.path.abspath(os.fsdecode(path)))
             return removed
         builtins.open = io.open = open_
         os.open, os.mkdir, os.stat = os_open, mkdir, stat
@@ -656,7 +670,7 @@ def _run_worker(script: str, argv: list, world: int, rank: int, target: str, lnc
     try:
         status = process.wait(timeout=WORKER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise ValueError(f"--script {script} ran as rank {rank} of {world} for {WORKER_TIMEOUT_S // 60} minutes "
+        raise ValueError(f"--script {script} ran as rank {rank} of {world} for {seconds_text(WORKER_TIMEOUT_S)} "
                          f"without ending its second optimizer step: stopped") from None
     finally:
         if process.poll() is None:

@@ -140,24 +140,47 @@ def test_a_dry_run_leaves_the_checkpoint_and_log_the_script_would_overwrite_as_t
     assert "4 file(s) it wrote went to the dry run's private directory and were discarded" in r.stdout
 
 
-def test_removing_or_renaming_the_users_files_is_refused_saying_where_writes_go(tmp_path):
-    log = tmp_path / "train.log"
+def test_the_users_files_are_neither_removed_nor_renamed_nor_truncated(tmp_path):
+    log, old = tmp_path / "train.log", tmp_path / "step-100.pt"
     log.write_text("kept\n")
-    attacks = [f"os.remove({str(log)!r})", f"os.rename({str(log)!r}, {str(tmp_path / 'moved')!r})",
-               f"os.truncate({str(log)!r}, 0)", f"__import__('shutil').rmtree({str(tmp_path)!r})"]
+    old.write_text("an old checkpoint\n")
+    rotation = f"""
+os.remove({str(old)!r})   # a checkpoint rotation: gone for the run, kept on disk
+assert not os.path.exists({str(old)!r})
+try:
+    os.remove({str(tmp_path / "never-written.pt")!r})
+except FileNotFoundError:
+    print("NOTHING TO REMOVE", flush=True)
+"""
+    attacks = [f"os.rename({str(log)!r}, {str(tmp_path / 'moved')!r})", f"os.truncate({str(log)!r}, 0)",
+               f"__import__('shutil').rmtree({str(tmp_path)!r})"]
     tries = "".join(f"""
 try:
     {attack}
 except PermissionError as refusal:
     print("REFUSED", refusal, flush=True)
 """ for attack in attacks)
-    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", before=tries)),
+    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", before=rotation + tries)),
                     "--world-size", "2")
     assert r.returncode == 0, r.stderr
+    assert "NOTHING TO REMOVE" in r.stderr
     refusals = [line for line in r.stderr.splitlines() if line.startswith("REFUSED")]
     assert len(refusals) == len(attacks) and all("dry runs do not write the script's files" in line
                                                  for line in refusals), r.stderr
-    assert log.read_text() == "kept\n"
+    assert log.read_text() == "kept\n" and old.read_text() == "an old checkpoint\n"
+
+
+def test_a_distributed_checkpoint_over_an_existing_one_leaves_it_as_it_was(tmp_path):
+    existing = tmp_path / "checkpoint"
+    existing.mkdir()
+    (existing / ".metadata").write_text("the real run's\n")
+    save = f"torch.distributed.checkpoint.save({{'model': model.state_dict()}}, checkpoint_id={str(existing)!r})"
+    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", before="import "
+                                                                "torch.distributed.checkpoint", each_step=save)),
+                    "--world-size", "2")
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in existing.iterdir()] == [".metadata"]
+    assert (existing / ".metadata").read_text() == "the real run's\n"
 
 
 # --- the worker's end ---------------------------------------------------------------------------------
@@ -344,3 +367,16 @@ def test_a_hostile_config_is_refused_before_transformers_builds_it_as_written(tm
     line = assert_one_line_refusal(*estimate_in_process(capsys, "--hf-config", str(path), "--as-written", "--mode",
                                                         "train", "--target", "trn1"))
     assert field in line
+
+
+def test_a_rank_that_never_reaches_its_priced_step_is_stopped_after_the_bound(tmp_path, monkeypatch, capfd):
+    from localneuron.costmodel.hardware import chip
+    from localneuron.estimate import script as script_run
+
+    monkeypatch.setattr(script_run, "WORKER_TIMEOUT_S", 5)
+    spin = "print('TRAINING', os.getpid(), flush=True)\nwhile True:\n    time.sleep(0.1)"
+    with pytest.raises(ValueError, match="for 5 s without ending its second optimizer step: stopped"):
+        script_run.estimate(str(training_script(tmp_path / "train.py", before=spin)), [], chip("trn2"), 2)
+    worker = next(int(line.split()[1]) for line in capfd.readouterr().err.splitlines() if line.startswith("TRAINING"))
+    with pytest.raises(ProcessLookupError):   # killed and waited for
+        os.kill(worker, 0)
