@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import traceback
 import types
 from collections import defaultdict
 from pathlib import Path
@@ -645,8 +644,8 @@ def worker(argv: list) -> None:
         answer = {**price_rank(trace, chip), "redirected_writes": sorted(writes.written)}
     except ScriptEndedEarly as error:
         answer = {"error": str(error)}
-    except BaseException:   # the script's own failure: its traceback is part of its output
-        traceback.print_exc()
+    except BaseException:   # the script's own failure, reported as Python would (torch.distributed names the rank)
+        sys.excepthook(*sys.exc_info())
         answer, status = None, 1
     if answer is not None:
         result.write(json.dumps(answer))
