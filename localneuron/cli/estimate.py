@@ -130,8 +130,8 @@ def _fits_compared(written: dict, recipe: dict) -> str:
 
 def run(args) -> int:
     from localneuron.estimate import architecture, hf, run as estimate_run, summary
-    from localneuron.estimate.script import Interrupted
     from localneuron.estimate.layout import Layout, target_chip
+    from localneuron.estimate.script import Interrupted
 
     try:
         # checked and opened now: a --json path that cannot be written fails before the estimate runs
