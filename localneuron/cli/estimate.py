@@ -3,6 +3,7 @@ HBM, computed from a Hugging Face config.json, a model factory or the user's own
 without allocating the model. Bad input (a missing or broken file, a layout the instances cannot hold,
 sizes beyond any run) ends with exit status 2 and a message saying what to change."""
 import json
+import signal
 import sys
 
 from localneuron.runtime.checked_files import OutputError, OutputFile
@@ -130,6 +131,7 @@ def _fits_compared(written: dict, recipe: dict) -> str:
 def run(args) -> int:
     from localneuron.estimate import architecture, hf, run as estimate_run, summary
     from localneuron.estimate.layout import Layout, target_chip
+    from localneuron.estimate.script import Interrupted
 
     try:
         # checked and opened now: a --json path that cannot be written fails before the estimate runs
@@ -169,6 +171,10 @@ def run(args) -> int:
     except (ValueError, ImportError, NotImplementedError) as error:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Interrupted as stop:
+        print(f"localneuron estimate: stopped by {signal.Signals(stop.signum).name}: the dry run's worker was killed "
+              f"and its temporary files removed", file=sys.stderr)
+        return 128 + stop.signum
     except (OverflowError, MemoryError) as error:
         print(f"localneuron estimate: the sizes requested overflow what the estimate can represent ({error}); "
               f"give the sizes of the run you want estimated", file=sys.stderr)
@@ -185,6 +191,7 @@ def run(args) -> int:
 
 def _script(args, target) -> dict:
     from localneuron.estimate import run as estimate_run
+    from localneuron.estimate.layout import check_nodes
 
     if args.mode not in (None, "train"):
         raise ValueError("--script prices a training script's step: --mode train (or no --mode)")
@@ -193,10 +200,11 @@ def _script(args, target) -> dict:
         if getattr(args, name) != default:
             raise ValueError(f"--{name.replace('_', '-')} does not go with --script: the script's own code sets its "
                              f"layout and shapes")
-    if args.nodes < 1:
-        raise ValueError(f"--nodes must be at least 1, got {args.nodes}")
-    world = args.world_size or args.nodes * target.cores_per_instance
-    if world < 1 or world > args.nodes * target.cores_per_instance:
+    check_nodes(target, args.nodes)
+    if args.world_size is not None and args.world_size < 1:
+        raise ValueError(f"--world-size must be a positive integer (ranks of the job), got {args.world_size}")
+    world = args.world_size if args.world_size is not None else args.nodes * target.cores_per_instance
+    if world > args.nodes * target.cores_per_instance:
         raise ValueError(f"--world-size {world}: {args.nodes} {target.name} instance(s) have "
                          f"{args.nodes * target.cores_per_instance} NeuronCores; give --nodes "
                          f"{-(-world // target.cores_per_instance)} for {world} ranks")

@@ -21,8 +21,37 @@ REFUSED = {
     "t5": "an encoder-decoder model",
     "bart": "an encoder-decoder model",
 }
-# the largest size a field may take: larger ones overflow the tensor shapes the estimate builds
-LIMIT = 1 << 40
+# Physical limits on a model's sizes: well above any published model, far below sizes whose products
+# overflow the shapes and byte counts the estimate computes. size -> (largest, why)
+SIZE_LIMITS = {
+    "layers": (10_000, "the deepest published models have a few hundred layers"),
+    "hidden": (1 << 20, "the widest published models have hidden sizes of a few 10,000s"),
+    "heads": (1 << 14, "published models have at most a few hundred attention heads"),
+    "head_dim": (1 << 14, "published heads are 64 to 256 wide"),
+    "intermediate": (1 << 22, "the widest published MLPs have a few 10,000s of hidden units"),
+    "vocab": (1 << 24, "the largest published vocabularies have a few 100,000 tokens"),
+    "experts": (1 << 14, "published mixtures have at most a few hundred experts"),
+    "positions": (1 << 26, "the longest published contexts are about 10 million tokens"),
+    "image": (1 << 15, "images of published vision models are at most a few 1,000 pixels a side"),
+    "channels": (1 << 10, "images have a few channels"),
+}
+# config field -> the size it gives
+SIZE_FIELDS = {
+    "num_hidden_layers": "layers", "n_layer": "layers", "interleave_moe_layer_step": "layers",
+    "decoder_sparse_step": "layers", "hidden_size": "hidden", "n_embd": "hidden", "num_attention_heads": "heads",
+    "n_head": "heads", "num_key_value_heads": "heads", "head_dim": "head_dim", "intermediate_size": "intermediate",
+    "intermediate_size_mlp": "intermediate", "n_inner": "intermediate", "moe_intermediate_size": "intermediate",
+    "shared_expert_intermediate_size": "intermediate", "vocab_size": "vocab", "type_vocab_size": "vocab",
+    "num_local_experts": "experts", "num_experts": "experts", "num_experts_per_tok": "experts",
+    "max_position_embeddings": "positions", "n_positions": "positions", "image_size": "image",
+    "patch_size": "image", "num_channels": "channels",
+}
+# config fields that are JSON booleans (a string "false" would read as true)
+FLAG_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_qk_norm")
+# the most bytes a parameter takes (fp32 weights, gradients and two Adam moments): the model's bytes must
+# stay a 64-bit count
+BYTES_PER_PARAMETER = 16
+MAX_CONFIG_BYTES = 16 << 20   # a config.json is a few kilobytes
 
 
 class ConfigError(ValueError):
@@ -126,19 +155,43 @@ class Architecture:
         return 2.0 * (layers + self.vocab * self.hidden) + 4.0 * self.layers * self.heads * self.head_dim * context
 
 
+def _size(name: str, value, smallest: int = 1) -> int:
+    """A size field's value, checked: an integer from `smallest` to its physical limit."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+        raise ConfigError(f"config field {name!r} must be {'a positive' if smallest else 'a non-negative'} integer, "
+                          f"got {value!r}")
+    size = SIZE_FIELDS[name]
+    largest, why = SIZE_LIMITS[size]
+    if value > largest:
+        raise ConfigError(f"config field {name!r} = {value} is beyond any model (at most {largest}: {why}); "
+                          f"check the file")
+    return value
+
+
 def _positive_int(config: dict, *names, default=None) -> int:
     for name in names:
-        if name in config and config[name] is not None:
-            value = config[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"config field {name!r} must be a positive integer, got {value!r}")
-            if value >= LIMIT:
-                raise ConfigError(f"config field {name!r} = {value} is beyond what any model has (< 2**40); "
-                                  f"check the file")
-            return value
+        if config.get(name) is not None:
+            return _size(name, config[name])
     if default is not None:
         return default
     raise ConfigError(f"config has none of {list(names)}; the estimate needs it to build the model")
+
+
+def _flag(config: dict, name: str, default: bool) -> bool:
+    value = config.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"config field {name!r} must be a JSON boolean (true or false), got {value!r}")
+    return value
+
+
+def _layer_list(config: dict, name: str, layers: int) -> list | None:
+    value = config.get(name)
+    if value is not None and not (isinstance(value, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in value)):
+        raise ConfigError(f"config field {name!r} must list layers 0..{layers - 1}, got {value!r}")
+    return value
 
 
 def _probability(config: dict, *names) -> float:
@@ -153,10 +206,10 @@ def _probability(config: dict, *names) -> float:
 
 def _moe(config: dict, model_type: str, layers: int) -> tuple[Experts | None, tuple]:
     """The experts of a MoE config and which layers use them (each family names them its own way)."""
-    count = config.get("num_local_experts") or config.get("num_experts")
+    count = next((_size(name, config[name], smallest=0) for name in ("num_local_experts", "num_experts")
+                  if config.get(name) is not None), 0)
     if not count:
         return None, ()
-    count = _positive_int({"experts": count}, "experts")
     per_token = _positive_int(config, "num_experts_per_tok", default=2)
     if per_token > count:
         raise ConfigError(f"num_experts_per_tok={per_token} exceeds the {count} experts")
@@ -164,25 +217,26 @@ def _moe(config: dict, model_type: str, layers: int) -> tuple[Experts | None, tu
     if model_type in ("llama4_text", "llama4"):
         intermediate = _positive_int(config, "intermediate_size")
         shared = intermediate                       # every MoE layer also runs a shared expert
-        moe = config.get("moe_layers")
+        moe = _layer_list(config, "moe_layers", layers)
         if moe is None:
             step = _positive_int(config, "interleave_moe_layer_step", default=1)
             moe = list(range(step - 1, layers, step))
     else:
         intermediate = _positive_int(config, "moe_intermediate_size", "intermediate_size")
-        shared = config.get("shared_expert_intermediate_size") or 0
-        dense_only = set(config.get("mlp_only_layers") or ())
+        shared = config.get("shared_expert_intermediate_size")
+        shared = 0 if shared is None else _size("shared_expert_intermediate_size", shared, smallest=0)
+        dense_only = set(_layer_list(config, "mlp_only_layers", layers) or ())
         step = _positive_int(config, "decoder_sparse_step", default=1)
         moe = [i for i in range(layers) if i not in dense_only and (i + 1) % step == 0]
-    if not isinstance(moe, (list, tuple)) or not all(isinstance(i, int) and 0 <= i < layers for i in moe):
-        raise ConfigError(f"config's MoE layer list must name layers 0..{layers - 1}, got {moe!r}")
-    return Experts(count, per_token, intermediate, int(shared)), tuple(sorted(set(moe)))
+    return Experts(count, per_token, intermediate, shared), tuple(sorted(set(moe)))
 
 
 def text_config(config: dict) -> dict:
     """The language model's part of a multimodal config (Llama-4 nests it as `text_config`)."""
     nested = config.get("text_config")
-    if isinstance(nested, dict) and config.get("model_type") in ("llama4",):
+    if nested is not None and not isinstance(nested, dict):
+        raise ConfigError(f"config field 'text_config' must be a JSON object, got {nested!r}")
+    if nested is not None and config.get("model_type") in ("llama4",):
         return {"model_type": "llama4_text", **{k: v for k, v in nested.items() if k != "model_type"}}
     return config
 
@@ -191,7 +245,10 @@ def from_config(config: dict) -> Architecture:
     if not isinstance(config, dict):
         raise ConfigError("config.json must hold a JSON object")
     config = text_config(config)
-    model_type = str(config.get("model_type", "")).lower()
+    model_type = config.get("model_type", "")
+    if not isinstance(model_type, str):
+        raise ConfigError(f"config field 'model_type' must be a string, got {model_type!r}")
+    model_type = model_type.lower()
     if model_type in REFUSED:
         raise ConfigError(f"model_type {model_type!r} is {REFUSED[model_type]}, which the estimate does not build; "
                           f"pass --model-fn module:function (or --script) to estimate the model's own code")
@@ -200,18 +257,17 @@ def from_config(config: dict) -> Architecture:
         heads = _positive_int(config, "num_attention_heads")
         layers = _positive_int(config, "num_hidden_layers")
         experts, moe_layers = _moe(config, model_type, layers)
-        dense = config.get("intermediate_size_mlp") if model_type.startswith("llama4") else None
         arch = Architecture(
             model_type=model_type, family="llama", hidden=hidden, layers=layers, heads=heads,
             kv_heads=_positive_int(config, "num_key_value_heads", default=heads),
             head_dim=_positive_int(config, "head_dim", default=max(1, hidden // heads)),
-            intermediate=_positive_int({"intermediate_size": dense} if dense else config, "intermediate_size",
-                                       default=experts.intermediate if experts else None),
+            intermediate=_positive_int(config, *(("intermediate_size_mlp",) if model_type.startswith("llama4") else ()),
+                                       "intermediate_size", default=experts.intermediate if experts else None),
             vocab=_positive_int(config, "vocab_size"),
-            tied_embeddings=bool(config.get("tie_word_embeddings", False)),
-            attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),
-            mlp_bias=bool(config.get("mlp_bias", False)), dropout=_probability(config, "attention_dropout"),
-            qk_norm=model_type in ("qwen3", "qwen3_moe") or bool(config.get("use_qk_norm", False)),
+            tied_embeddings=_flag(config, "tie_word_embeddings", False),
+            attention_bias=_flag(config, "attention_bias", model_type == "qwen2"),
+            mlp_bias=_flag(config, "mlp_bias", False), dropout=_probability(config, "attention_dropout"),
+            qk_norm=model_type in ("qwen3", "qwen3_moe") or _flag(config, "use_qk_norm", False),
             experts=experts, moe_layers=moe_layers)
     elif model_type in GPT_FAMILY:
         hidden = _positive_int(config, "n_embd", "hidden_size")
@@ -220,7 +276,7 @@ def from_config(config: dict) -> Architecture:
             model_type=model_type, family="gpt", hidden=hidden, layers=_positive_int(config, "n_layer", "num_hidden_layers"),
             heads=heads, kv_heads=heads, head_dim=max(1, hidden // heads),
             intermediate=_positive_int(config, "n_inner", default=4 * hidden), vocab=_positive_int(config, "vocab_size"),
-            tied_embeddings=bool(config.get("tie_word_embeddings", True)), attention_bias=True, mlp_bias=True,
+            tied_embeddings=_flag(config, "tie_word_embeddings", True), attention_bias=True, mlp_bias=True,
             dropout=_probability(config, "resid_pdrop") if "resid_pdrop" in config else 0.1,
             positions=_positive_int(config, "n_positions", "max_position_embeddings", default=1024))
     elif model_type in ENCODERS:
@@ -240,6 +296,9 @@ def from_config(config: dict) -> Architecture:
             if patch > image:
                 raise ConfigError(f"patch_size {patch} is larger than image_size {image}")
             tokens = (image // patch) ** 2 + 1   # the patches and the class token
+            if tokens > SIZE_LIMITS["positions"][0]:
+                raise ConfigError(f"image_size {image} in patches of {patch} makes {tokens} tokens, beyond any "
+                                  f"model's sequence (at most {SIZE_LIMITS['positions'][0]})")
             arch = Architecture(**common, vocab=0, tied_embeddings=False, positions=tokens, image_tokens=tokens,
                                 patch_inputs=channels * patch * patch)
     else:
@@ -248,6 +307,9 @@ def from_config(config: dict) -> Architecture:
                           f"pass --model-fn module:function or --script for any other PyTorch model")
     if arch.heads % arch.kv_heads:
         raise ConfigError(f"num_attention_heads={arch.heads} is not a multiple of num_key_value_heads={arch.kv_heads}")
+    if arch.parameters * BYTES_PER_PARAMETER >= 1 << 63:
+        raise ConfigError(f"the config's sizes make {arch.parameters:.3g} parameters, whose bytes no 64-bit count "
+                          f"holds (nor any cluster); check the file")
     return arch
 
 
@@ -256,17 +318,43 @@ def load(path: str) -> tuple[dict, Architecture]:
     return config, from_config(config)
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ConfigError(f"{text} is not a finite number")
+    return value
+
+
+def _not_a_number(constant: str):
+    raise ConfigError(f"{constant} is not a finite number")
+
+
 def read(path: str) -> dict:
-    """A config.json as a JSON object, with a clear error for a missing or broken file."""
+    """A config.json as a JSON object, with a clear error for a missing, huge or broken file, a
+    non-finite number anywhere in it (Python's json reads NaN and Infinity), or size and flag fields of
+    the wrong type or beyond any model (also those of the nested text_config, for the models --as-written
+    builds)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"--hf-config {path}: no such file")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"--hf-config {path} has {p.stat().st_size} bytes; a config.json has a few thousand "
+                          f"(at most {MAX_CONFIG_BYTES} read)")
     try:
-        config = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ConfigError(f"--hf-config {path} is not valid JSON: {error}") from None
+        config = json.loads(p.read_bytes().decode("utf-8"), parse_float=_finite, parse_constant=_not_a_number)
+    except ConfigError as error:
+        raise ConfigError(f"--hf-config {path}: {error}; a config holds finite numbers") from None
+    except (ValueError, RecursionError) as error:   # bad JSON or UTF-8, digits beyond int's limit, nested too deep
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error).splitlines()[0]
+        raise ConfigError(f"--hf-config {path} is not valid JSON: {reason}") from None
     if not isinstance(config, dict):
         raise ConfigError(f"--hf-config {path} must hold a JSON object")
+    for section in (config, text_config(config)):
+        for name in SIZE_FIELDS.keys() & section.keys():
+            if section[name] is not None:
+                _size(name, section[name], smallest=0)
+        for name in FLAG_FIELDS:
+            _flag(section, name, False)
     return config
 
 

@@ -28,6 +28,19 @@ class LayoutError(ValueError):
     """The requested parallel layout does not fit the requested instances."""
 
 
+def _check_positive(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LayoutError(f"{name} must be a positive integer, got {value!r}")
+
+
+def check_nodes(chip: Chip, nodes) -> None:
+    """--nodes as a count of instances a run can have (every source of the model, --script too)."""
+    _check_positive("--nodes", nodes)
+    if nodes > MAX_NODES:
+        raise LayoutError(f"--nodes {nodes}: more instances than any cluster has (at most {MAX_NODES}); give the "
+                          f"number of {chip.name} instances of the run")
+
+
 @dataclass(frozen=True)
 class Layout:
     chip: Chip
@@ -38,12 +51,9 @@ class Layout:
 
     @classmethod
     def make(cls, chip: Chip, nodes: int, tp: int = 1, pp: int = 1, dp: int | None = None) -> "Layout":
-        for name, value in (("--nodes", nodes), ("--tp", tp), ("--pp", pp)) + ((("--dp", dp),) if dp is not None else ()):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise LayoutError(f"{name} must be a positive integer, got {value!r}")
-        if nodes > MAX_NODES:
-            raise LayoutError(f"--nodes {nodes}: more instances than any cluster has (at most {MAX_NODES}); give the "
-                              f"number of {chip.name} instances of the run")
+        check_nodes(chip, nodes)
+        for name, value in (("--tp", tp), ("--pp", pp)) + ((("--dp", dp),) if dp is not None else ()):
+            _check_positive(name, value)
         world = nodes * chip.cores_per_instance
         if world % (tp * pp):
             raise LayoutError(f"{nodes} {chip.name} instance(s) have {world} NeuronCores, not a multiple of "

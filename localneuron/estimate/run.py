@@ -80,8 +80,10 @@ def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int,
     groups = priced["groups"]
     sizes = {desc.removeprefix("mesh_"): len(ranks) for desc, ranks in groups.items()}
     model = {"model_type": "script", "built_with": f"the script {script} ({world} simulated ranks; ranks "
-             f"{', '.join(map(str, priced['ranks_executed']))} executed, the others answered for)",
-             "parameters": priced["parameters"], "groups": sizes}
+             f"{', '.join(map(str, priced['ranks_executed']))} executed, the others answered for; "
+             f"{len(priced['redirected_writes'])} file(s) it wrote went to the dry run's private directory and were "
+             f"discarded)", "parameters": priced["parameters"], "groups": sizes,
+             "redirected_writes": priced["redirected_writes"]}
     capacity = chip.hbm_bytes_per_core
     answer = {
         "model": model, "target": chip.name,

@@ -15,14 +15,26 @@ the optimizer state; the second is every later step) and that step is priced:
   under the step's compute, the rest (tensor-parallel collectives) between the ops that need them;
 - the peak of live device bytes during the step, against the NeuronCore's HBM;
 - with pipeline stages, the slowest stage plus the 1F1B bubble, (stages - 1) micro-batches of it.
+
+The run is dry: the script's file writes go to a private directory (PrivateWrites), a host read of a
+device value answers what a healthy run reads (HEALTHY_READS), and the worker exits once its step is
+priced, is bounded in time, and is killed with the estimate (docs/estimate.md says what the script sees).
 """
 import argparse
+import contextlib
+import errno
 import json
+import math
 import os
+import pickle
 import runpy
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import types
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,9 +42,11 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from localneuron.estimate.trace import Trace
+from localneuron.runtime.units import seconds_text
 
 STEPS = 2
-CHECKPOINT_NOTE = "the script stops after its second optimizer step: nothing it would save afterwards is written"
+# a rank's dry run of the largest models takes minutes: one that runs an hour never reaches its priced step
+WORKER_TIMEOUT_S = 3600
 # c10d and functional-collective op -> (kind, which operand's bytes count: "in" | "out")
 COLLECTIVES = {
     "allreduce_": ("all_reduce", "in"), "allreduce_coalesced_": ("all_reduce", "in"), "reduce_": ("all_reduce", "in"),
@@ -47,6 +61,71 @@ COLLECTIVES = {
     "reduce_scatter_tensor": ("reduce_scatter", "in"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
     "all_to_all_single": ("all_to_all", "in"), "broadcast": ("broadcast", "in"),
 }
+
+
+# A host read of a device value (`if not torch.isfinite(loss)`, `loss.item()`) answers what a healthy
+# run reads: values are finite. Outputs whose healthy value an op implies carry it (HEALTHY_VALUE), from
+# its operands': op -> rule(args) giving True, False or None (not implied). Every other read is 0 / False.
+HEALTHY_VALUE = "_localneuron_healthy_value"
+
+
+def _known(a):
+    return getattr(a, HEALTHY_VALUE, None) if isinstance(a, torch.Tensor) else None
+
+
+def _both(combine):
+    def rule(args):
+        a, b = _known(args[0]), _known(args[1])
+        return None if a is None or b is None else combine(a, b)
+    return rule
+
+
+def _compared_with_itself_or_infinity(equal: bool):
+    """x == x is true unless x is NaN, x == inf false for a finite x (isfinite decomposes into these)."""
+    def rule(args):
+        if args[0] is args[1]:
+            return equal
+        infinite = isinstance(args[1], (int, float)) and math.isinf(args[1])
+        return (not equal) if infinite else None
+    return rule
+
+
+def _negated(args):
+    known = _known(args[0])
+    return None if known is None else not known
+
+
+HEALTHY_READS = {
+    "isfinite": lambda args: True,
+    **dict.fromkeys(("isnan", "isinf", "isposinf", "isneginf"), lambda args: False),
+    "eq": _compared_with_itself_or_infinity(True), "ne": _compared_with_itself_or_infinity(False),
+    "logical_not": _negated, "bitwise_not": _negated,
+    **dict.fromkeys(("logical_and", "bitwise_and", "mul"), _both(lambda a, b: a and b)),
+    **dict.fromkeys(("logical_or", "bitwise_or"), _both(lambda a, b: a or b)),
+    **dict.fromkeys(("logical_xor", "bitwise_xor"), _both(lambda a, b: a != b)),
+    # a reduction or copy of values that are all the same is that value
+    **dict.fromkeys(("all", "any", "_to_copy", "clone", "detach", "alias", "view", "reshape", "squeeze",
+                     "unsqueeze", "expand"), lambda args: _known(args[0])),
+    "where": lambda args: None if _known(args[0]) is None else _known(args[1] if _known(args[0]) else args[2]),
+}
+
+
+def _host_read(tensor: torch.Tensor):
+    known = _known(tensor)
+    value = bool(known) if known is not None else False
+    return value if tensor.dtype == torch.bool else float(value) if tensor.is_floating_point() else int(value)
+
+
+class ScriptEndedEarly(Exception):
+    """The script ended before its priced step: the reason, for the user."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the estimate: its worker is killed and its temporary directory removed on
+    the way out."""
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 class StopScript(BaseException):
@@ -117,7 +196,7 @@ class ScriptTrace(Trace):
         if any(_real_device_tensor(a) for a in flat):   # made where no mode saw it (inside C++): its shape suffices
             args, kwargs = tree_map(self._as_fake, (args, kwargs))
         if func is torch.ops.aten._local_scalar_dense.default:
-            return False if args[0].dtype == torch.bool else 0 if not args[0].is_floating_point() else 0.0
+            return _host_read(args[0])
         name = func._schema.name.split("::")[-1]
         if name in ("wait_tensor", "_wrap_tensor_autograd"):   # the collective has completed: its output as is
             return args[0]
@@ -127,7 +206,11 @@ class ScriptTrace(Trace):
             with self.fake:
                 return func(*args, **kwargs)
         with self.fake:
-            return super().__torch_dispatch__(func, types, args, kwargs)
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+        rule = HEALTHY_READS.get(name)
+        if rule is not None and isinstance(out, torch.Tensor) and (known := rule(args)) is not None:
+            setattr(out, HEALTHY_VALUE, known)
+        return out
 
     def _record_collective(self, name: str, func, args) -> None:
         kind, side = COLLECTIVES[name]
@@ -190,6 +273,146 @@ class ScriptTrace(Trace):
             self.release_dead()
             self.peak_bytes = self.step_base_bytes = self.live_bytes
             self.resident_bytes = _resident_bytes(optimizer)
+
+
+# --- the script's files ---------------------------------------------------------------------------------
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# audit events that change the filesystem -> positions of the paths they change (os.replace is os.rename)
+MUTATIONS = {"os.remove": (0,), "os.rename": (0, 1), "os.truncate": (0,), "os.rmdir": (0,), "os.mkdir": (0,),
+             "shutil.rmtree": (0,), "os.link": (1,), "os.symlink": (1,), "os.chmod": (0,), "os.chown": (0,),
+             "os.utime": (0,), "os.setxattr": (0,), "os.removexattr": (0,)}
+
+
+class PrivateWrites:
+    """The dry run's file writes, kept from the files the script would write on real hardware (a checkpoint
+    torch.save would truncate and then fail to fill with fake tensors, a log): every path the script opens
+    to write (open, os.open, torch.save), makes (os.mkdir) or renames to maps into `root`, mirroring its
+    absolute path; a later read or stat (os.path.exists, isdir...) of a path the run made reads that copy
+    (listing a directory does not see them). A file of the user's the script removes (os.remove: a
+    checkpoint rotation) is hidden from the run, not removed. An audit hook refuses any other change to
+    the filesystem outside `root` (truncating, renaming the user's files, removing a tree). `root` is
+    discarded with the estimate's temporary directory."""
+    def __init__(self, root: str):
+        self.root = os.path.realpath(root)
+        self.written = set()   # the script's files whose writes went to `root`
+        # those files, the directories the script made and the files it removed: a path in `root` stands
+        # for each (the copy, or nothing where it removed the file)
+        self.made = set()
+
+    def _inside(self, path) -> bool:
+        real = os.path.realpath(os.fsdecode(path))
+        return real == self.root or real.startswith(self.root + os.sep)
+
+    def _copy_of(self, path) -> str:
+        return os.path.join(self.root, os.path.abspath(os.fsdecode(path)).lstrip(os.sep))
+
+    def target(self, path, keep_contents: bool = False):
+        """Where a write to `path` goes; `keep_contents`: the write appends or updates, so the copy starts
+        as the original."""
+        if isinstance(path, int) or self._inside(path):
+            return path
+        copy = self._copy_of(path)
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        original = os.path.abspath(os.fsdecode(path))
+        if keep_contents and original not in self.made and os.path.isfile(original):
+            shutil.copyfile(original, copy)
+        self.written.add(original)
+        self.made.add(original)
+        return copy
+
+    def source(self, path):
+        """What a read of `path` reads: the copy when the run made it."""
+        if isinstance(path, int) or os.path.abspath(os.fsdecode(path)) not in self.made:
+            return path
+        return self._copy_of(path)
+
+    def install(self) -> None:
+        import builtins
+        import io
+
+        real_open, real_os_open, real_stat = io.open, os.open, os.stat
+        real_mkdir, real_rename, real_replace = os.mkdir, os.rename, os.replace
+        real_remove, real_unlink = os.remove, os.unlink
+
+        def open_(file, mode="r", *args, **kwargs):
+            if any(c in mode for c in "wax+"):
+                return real_open(self.target(file, keep_contents=any(c in mode for c in "a+")), mode, *args, **kwargs)
+            return real_open(self.source(file), mode, *args, **kwargs)
+
+        def os_open(path, flags, *args, **kwargs):
+            if flags & WRITE_FLAGS:
+                return real_os_open(self.target(path, keep_contents=not flags & os.O_TRUNC), flags, *args, **kwargs)
+            return real_os_open(self.source(path), flags, *args, **kwargs)
+
+        def mkdir(path, *args, **kwargs):
+            if self._inside(path):
+                return real_mkdir(path, *args, **kwargs)
+            copy = self._copy_of(path)
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            real_mkdir(copy, *args, **kwargs)
+            self.made.add(os.path.abspath(os.fsdecode(path)))
+
+        def stat(path, *args, **kwargs):
+            return real_stat(self.source(path), *args, **kwargs)
+
+        def renamer(rename):
+            def moved(src, dst, *args, **kwargs):
+                return rename(self.source(src), self.target(dst), *args, **kwargs)
+            return moved
+
+        def remover(remove):
+            def removed(path, *args, **kwargs):
+                if isinstance(path, int) or self._inside(path) or os.path.abspath(os.fsdecode(path)) in self.made:
+                    return remove(self.source(path), *args, **kwargs)
+                if os.path.isdir(path):   # what the call itself would refuse, refused the same way
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+                os.lstat(path)   # FileNotFoundError when there is nothing to remove
+                self.made.add(os.path.abspath(os.fsdecode(path)))
+            return removed
+        builtins.open = io.open = open_
+        os.open, os.mkdir, os.stat = os_open, mkdir, stat
+        os.rename, os.replace = renamer(real_rename), renamer(real_replace)
+        os.remove, os.unlink = remover(real_remove), remover(real_unlink)
+        self._redirect_torch_save()
+        sys.dont_write_bytecode = True   # nor the bytecode caches of its modules
+        sys.addaudithook(self._refuse_mutations_outside)
+
+    def _redirect_torch_save(self) -> None:
+        """torch.save opens a path it is given in C++ (no Python open to map) and cannot pickle fake
+        tensors: the path maps into `root`, and each device tensor is written as an empty placeholder of
+        its shape and dtype (nothing reads the copy but the run itself)."""
+        real_save = torch.serialization.save
+        placeholders = types.ModuleType("pickle_with_placeholders")
+        placeholders.__dict__.update(vars(pickle))
+        placeholders.Pickler = _PlaceholderPickler
+
+        def save(obj, f, pickle_module=None, *args, **kwargs):   # the script's pickle_module gives way
+            if isinstance(f, (str, bytes, os.PathLike)):
+                f = self.target(f)
+            return real_save(obj, f, placeholders, *args, **kwargs)
+        torch.save = torch.serialization.save = save
+
+    def _refuse_mutations_outside(self, event: str, args: tuple) -> None:
+        if event == "open":
+            paths = [args[0]] if args[2] & WRITE_FLAGS else []
+        else:
+            paths = [args[i] for i in MUTATIONS.get(event, ())]
+        for path in paths:
+            if isinstance(path, (str, bytes, os.PathLike)) and not self._inside(path):
+                raise PermissionError(f"`estimate --script` dry runs do not write the script's files: {event} "
+                                      f"{os.fsdecode(path)!r} refused (the run's writes go to {self.root}, "
+                                      f"discarded after the estimate)")
+
+
+def _placeholder(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+class _PlaceholderPickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        if isinstance(obj, torch.Tensor) and _on_device([obj]):
+            return _placeholder, (tuple(obj.shape), obj.dtype)
+        return NotImplemented
 
 
 def _register_flex_attention() -> None:
@@ -274,15 +497,26 @@ def _simulation_settings() -> None:
     torch.compile = lambda model=None, *args, **kwargs: model if model is not None else (lambda fn: fn)
 
 
+def launcher_environment(world: int, rank: int, per_instance: int) -> dict:
+    """The variables torchrun gives `rank` of a launch of `world` ranks filling instances of `per_instance`
+    NeuronCores in turn (the last instance holds the remainder), as strings."""
+    instance = rank // per_instance
+    on_instance = min(per_instance, world - instance * per_instance)
+    variables = dict(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank % per_instance, LOCAL_WORLD_SIZE=on_instance,
+                     GROUP_RANK=instance, NODE_RANK=instance, GROUP_WORLD_SIZE=-(-world // per_instance),
+                     ROLE_NAME="default", ROLE_RANK=rank, ROLE_WORLD_SIZE=world, NGPU=world,
+                     MASTER_ADDR="127.0.0.1", MASTER_PORT=29500, TORCHELASTIC_RUN_ID="localneuron-estimate",
+                     TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0)
+    return {name: str(value) for name, value in variables.items()}
+
+
 def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) -> ScriptTrace:
     """Runs the script as `rank` of `world` and returns its trace (in this process)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from localneuron.estimate import simulated_group
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(per_instance),
-                      GROUP_RANK=str(rank // per_instance), NGPU=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT="29500", TORCHELASTIC_RUN_ID="localneuron-estimate")
+    os.environ.update(launcher_environment(world, rank, per_instance))
     simulated_group.install(world, rank)
     _simulation_settings()
     _register_flex_attention()
@@ -298,11 +532,11 @@ def run_rank(script: str, argv: list, world: int, rank: int, per_instance: int) 
         pass
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
-            raise ValueError(f"--script {script} exited with status {exit_.code} before its second optimizer step") \
-                from None
+            raise ScriptEndedEarly(f"--script {script} exited with status {exit_.code} before its second optimizer "
+                                   f"step") from None
     if len(trace.step_starts) <= STEPS:
-        raise ValueError(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the estimate "
-                         f"prices its second one, so let it run at least {STEPS} steps")
+        raise ScriptEndedEarly(f"--script {script} ended after {len(trace.step_starts) - 1} optimizer step(s): the "
+                               f"estimate prices its second one, so let it run at least {STEPS} steps")
     return trace
 
 
@@ -384,41 +618,99 @@ def _groups(trace) -> dict:
 
 
 # --- the worker and the orchestration ------------------------------------------------------------------
-def worker(argv: list) -> int:
-    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT -- SCRIPT ARGS`"""
+def worker(argv: list) -> None:
+    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT --writes DIR --
+    SCRIPT ARGS`: writes the priced step (or {"error": why the script cannot be priced}) to OUT, nothing
+    when the script fails, and exits."""
     parser = argparse.ArgumentParser(prog="localneuron.estimate.script")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--lnc", type=int)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--writes", required=True, help="the private directory the script's writes go to")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     from localneuron.estimate.layout import target_chip
 
     chip = target_chip(args.target, args.lnc)
-    trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)
-    Path(args.out).write_text(json.dumps(price_rank(trace, chip)))
-    return 0
+    result = open(args.out, "w")   # before the script runs: from then on every write outside DIR is the script's
+    writes = PrivateWrites(args.writes)
+    writes.install()
+    status = 0
+    try:
+        trace = run_rank(args.script, args.args, args.world, args.rank, chip.cores_per_instance)
+        answer = {**price_rank(trace, chip), "redirected_writes": sorted(writes.written)}
+    except ScriptEndedEarly as error:
+        answer = {"error": str(error)}
+    except BaseException:   # the script's own failure, reported as Python would (torch.distributed names the rank)
+        sys.excepthook(*sys.exc_info())
+        answer, status = None, 1
+    if answer is not None:
+        result.write(json.dumps(answer))
+    result.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)   # without waiting for threads the script started and left running
 
 
 def _run_worker(script: str, argv: list, world: int, rank: int, target: str, lnc, directory: str) -> dict:
     out = os.path.join(directory, f"rank{rank}.json")
+    writes = os.path.join(directory, f"rank{rank}-writes")
+    os.mkdir(writes, 0o700)
     command = [sys.executable, "-m", "localneuron.estimate.script", "--rank", str(rank), "--world", str(world),
-               "--target", target, "--out", out, *(["--lnc", str(lnc)] if lnc else []), script, *argv]
-    done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr)   # the script's own output stays visible
-    if done.returncode:
-        raise ValueError(f"--script {script} failed as rank {rank} of {world} (exit status {done.returncode}); "
+               "--target", target, "--out", out, "--writes", writes, *(["--lnc", str(lnc)] if lnc else []),
+               script, *argv]
+    # the script's own output stays visible; its temporary files are the dry run's; in a session of its own,
+    # so the worker and whatever it starts are stopped together
+    process = subprocess.Popen(command, stdout=sys.stderr, stderr=sys.stderr, env={**os.environ, "TMPDIR": writes},
+                               start_new_session=True)
+    try:
+        status = process.wait(timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"--script {script} ran as rank {rank} of {world} for {seconds_text(WORKER_TIMEOUT_S)} "
+                         f"without ending its second optimizer step: stopped") from None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if status:
+        raise ValueError(f"--script {script} failed as rank {rank} of {world} (exit status {status}); "
                          f"its output is above")
-    return json.loads(Path(out).read_text())
+    answer = Path(out).read_text()
+    if not answer:
+        raise ValueError(f"--script {script} exited (os._exit) before its second optimizer step: the estimate prices "
+                         f"that step, so let it run at least {STEPS} steps")
+    answer = json.loads(answer)
+    if "error" in answer:
+        raise ValueError(answer["error"])
+    return answer
+
+
+@contextlib.contextmanager
+def _signals_stop_the_estimate():
+    """SIGTERM and SIGINT raise Interrupted, so the worker is killed and the temporary directory removed on
+    the way out (signal handlers can only be set from the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        raise Interrupted(signum)
+    previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
     """The script priced on `world` ranks: one run per distinct role (pipeline stage)."""
     if not Path(script).is_file():
         raise ValueError(f"--script {script}: no such file")
-    with tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
+    with _signals_stop_the_estimate(), tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
         first = _run_worker(script, argv, world, 0, chip.name, lnc, directory)
         stages = next((ranks for desc, ranks in first["groups"].items() if desc.endswith("pp")), [0])
         runs = [first] + [_run_worker(script, argv, world, r, chip.name, lnc, directory) for r in stages if r != 0]
@@ -431,8 +723,13 @@ def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
     return {"step_s": step_s, "breakdown": step, "ranks_executed": [0] + [r for r in stages if r != 0],
             "stages": len(stages), "rank_results": runs, "peak_bytes": peak, "parameters": first["parameters"],
             "collectives": slowest["collectives"], "fallbacks": slowest["fallbacks"],
-            "computed_in_32bit": slowest["computed_in_32bit"], "groups": first["groups"]}
+            "computed_in_32bit": slowest["computed_in_32bit"], "groups": first["groups"],
+            "redirected_writes": sorted({path for r in runs for path in r["redirected_writes"]})}
 
 
 if __name__ == "__main__":
-    sys.exit(worker(sys.argv[1:]))
+    # run from the module under its own name, not as __main__ (the name the script itself runs under): what
+    # pickles of the run name must resolve
+    from localneuron.estimate import script
+
+    script.worker(sys.argv[1:])
