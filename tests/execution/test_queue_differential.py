@@ -42,7 +42,7 @@ MAX_ABS_INT = 1 << 20
 MAX_NUMEL = 256
 POOL = re.compile(r"^[vim]\d+$")  # pool tensors: values, index tensors, masks
 
-asynchronous_only = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+asynchronous_only = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"),
                                        reason="NEURON_LAUNCH_BLOCKING=1 queues nothing (and fuses nothing): the "
                                               "blocking mode is tested here, the queued ones in the asynchronous run")
 
@@ -526,7 +526,7 @@ def mode(name: str):
     """The execution mode: blocking, queued (short work on an idle stream runs in place), worker (every
     op to the worker thread) or fused (Adaptive Eager on)."""
     _C.synchronize_all()
-    blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
+    blocking = read("NEURON_LAUNCH_BLOCKING")
     _C.set_launch_blocking(name == "blocking")
     _C.set_run_in_place_limits(*((0, 0) if name == "worker" else (-1, -1)))
     try:
