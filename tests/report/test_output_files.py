@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,7 @@ def test_writes_go_to_the_directory_checked_at_start_even_if_its_path_is_swapped
 
 @pytest.mark.parametrize("problem, reason", [
     ("a file", "it is not a directory"),
-    ("missing parent, create=False", "No such file or directory"),
+    ("missing parent, create=False", "missing does not exist"),
     ("writable by others, not sticky", "other users can write to it (mode 0777) and it has no sticky bit"),
 ])
 def test_an_unusable_directory_is_one_error_naming_it(tmp_path, problem, reason):
@@ -272,3 +273,123 @@ def test_a_rank_report_directory_planted_by_another_user_stops_the_run_at_start(
 def test_an_output_file_must_name_a_file(tmp_path):
     with pytest.raises(OutputError, match=f"cannot write --json {tmp_path}: it is a directory"):
         OutputFile(str(tmp_path), "--json")
+
+
+# --- the whole path: every component from / (a check of the last one alone let a parent symlink through) ---
+
+@ROOT_ONLY
+def test_another_users_symlink_in_a_parent_directory_is_refused_not_followed(shared, secret):
+    """Through a symlink planted above the file's own directory, `estimate --json` once overwrote a root-only file."""
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    through_link = shared / "link" / secret.name / "victim.txt"
+    with pytest.raises(OutputError, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}, not by you"):
+        write_output(str(through_link), "overwritten")
+    assert untouched(secret)
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(through_link))
+    assert r.returncode == 2 and f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}" in r.stderr, r.stderr
+    assert untouched(secret)
+
+
+@ROOT_ONLY
+def test_the_profiler_writes_nothing_through_another_users_parent_symlink(shared, secret):
+    """The profiler once wrote its files into a root-only directory reached through such a link."""
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    with pytest.raises(OutputError, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}"):
+        NeuronProfiler(NeuronConfig(profile_output_dir=str(shared / "link" / secret.name)))
+    assert untouched(secret)
+
+
+@ROOT_ONLY
+def test_a_directory_of_another_user_anywhere_on_the_path_is_refused(shared):
+    as_other_user("mkdir", "-m", "755", str(shared / "theirs"))
+    (shared / "theirs" / "mine").mkdir()  # root's own, inside a directory its owner can rename or replace
+    with pytest.raises(OutputError, match=f"{shared / 'theirs'} belongs to uid {OTHER_UID}, not to you"):
+        write_output(str(shared / "theirs" / "mine" / "out.json"), "{}")
+    assert not (shared / "theirs" / "mine" / "out.json").exists()
+
+
+def test_a_parent_others_can_write_without_the_sticky_bit_is_refused(tmp_path):
+    (tmp_path / "open" / "mine").mkdir(parents=True)
+    (tmp_path / "open").chmod(0o777)
+    with pytest.raises(OutputError, match=f"other users can write to {tmp_path / 'open'} \\(mode 0777\\) and it has "
+                                          "no sticky bit"):
+        write_output(str(tmp_path / "open" / "mine" / "out.json"), "{}")
+    assert not (tmp_path / "open" / "mine" / "out.json").exists()
+
+
+def test_your_own_symlinks_and_dot_dot_on_the_path_are_followed_as_the_kernel_does(tmp_path, monkeypatch):
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to("real/deep")
+    monkeypatch.chdir(tmp_path)
+    write_output("link/../out.json", "{}")  # .. of the link's target, as open() resolves it
+    assert (tmp_path / "real" / "out.json").read_text() == "{}" and not (tmp_path / "out.json").exists()
+    with OutputDirectory(str(tmp_path / "link" / "new" / "dirs")) as created:
+        created.write("x", "1")
+    assert (tmp_path / "real" / "deep" / "new" / "dirs" / "x").read_text() == "1"
+
+
+# --- what is at the name: a special file is never replaced ---
+
+def test_a_fifo_at_the_name_is_refused_and_stays_a_fifo(tmp_path):
+    """`--json` once replaced FIFOs and devices (even /dev/null, as root) with regular files."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match=f"cannot write --json {fifo}: it is a FIFO \\(named pipe\\), not a regular "
+                                          "file, and localneuron never replaces one"):
+        OutputFile(str(fifo), "--json")  # at the start of the run, before anything is computed
+    with pytest.raises(OutputError, match="never replaces one"):
+        write_output(str(fifo), "{}")
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(fifo))
+    assert r.returncode == 2 and "it is a FIFO" in r.stderr, r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@ROOT_ONLY
+def test_another_device_at_the_name_is_refused(tmp_path):
+    device = tmp_path / "zero"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # a node of its own: the real /dev/zero stays out of it
+    with pytest.raises(OutputError, match="it is a character device, not a regular file"):
+        write_output(str(device), "{}")
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_dev_null_takes_the_output_and_stays_the_null_device():
+    assert write_output("/dev/null", "{}") == "/dev/null"
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", "/dev/null")
+    assert r.returncode == 0, r.stderr
+    null = os.stat("/dev/null")
+    assert stat.S_ISCHR(null.st_mode) and null.st_rdev == os.makedev(1, 3)
+
+
+@pytest.mark.parametrize("name, stream", [("-", "stdout"), ("/dev/stdout", "stdout"), ("/proc/self/fd/1", "stdout"),
+                                          ("/dev/stderr", "stderr"), ("/proc/self/fd/2", "stderr")])
+def test_the_standard_streams_are_written_to_not_replaced(name, stream):
+    links = {path: os.readlink(path) for path in ("/dev/stdout", "/dev/stderr") if os.path.islink(path)}
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", name)
+    assert r.returncode == 0, r.stderr
+    other = "stderr" if stream == "stdout" else "stdout"
+    assert '"fits":' in getattr(r, stream) and '"fits":' not in getattr(r, other)
+    assert {path: os.readlink(path) for path in links} == links
+
+
+def test_run_json_dash_is_standard_output(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import torch\ntorch.ones(2, device='neuron').sum()\n")
+    r = localneuron("run", "--report-to-stderr", "--json", "-", str(script))
+    assert r.returncode == 0, r.stderr
+    assert "visible_cores" in json.loads(r.stdout) and not (tmp_path / "-").exists()
+
+
+# --- appending (the NKI Library plugin's estimates) ---
+
+def test_append_creates_then_appends_and_never_follows_a_planted_symlink(tmp_path, secret):
+    from localneuron.runtime.checked_files import append_output
+
+    append_output(str(tmp_path / "log.jsonl"), "1\n")
+    append_output(str(tmp_path / "log.jsonl"), "2\n")
+    assert (tmp_path / "log.jsonl").read_text() == "1\n2\n"
+    (tmp_path / "planted.jsonl").symlink_to(secret / "victim.txt")
+    with pytest.raises(OutputError, match="planted.jsonl: it is a symlink; remove it"):
+        append_output(str(tmp_path / "planted.jsonl"), "leak\n")
+    assert untouched(secret)
+
