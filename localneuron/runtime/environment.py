@@ -27,7 +27,8 @@ class ConfigurationError(ValueError):
 # The one set of spellings every boolean variable accepts (any case); docs/environment.md lists them.
 TRUE_SPELLINGS = ("1", "true", "yes", "on")
 FALSE_SPELLINGS = ("0", "false", "no", "off")
-BOOLEAN_EXPECTED = "1 or 0 (also " + ", ".join(f"{true}/{false}" for true, false in zip(TRUE_SPELLINGS[1:], FALSE_SPELLINGS[1:])) + ")"
+BOOLEAN_EXPECTED = "1 or 0 (also " + ", ".join(
+    f"{true}/{false}" for true, false in zip(TRUE_SPELLINGS[1:], FALSE_SPELLINGS[1:])) + ")"
 
 
 def flag(text: str) -> bool:

@@ -393,3 +393,29 @@ def test_append_creates_then_appends_and_never_follows_a_planted_symlink(tmp_pat
         append_output(str(tmp_path / "planted.jsonl"), "leak\n")
     assert untouched(secret)
 
+
+def test_the_nki_library_plugin_appends_its_estimates_without_following_a_planted_symlink(tmp_path, secret,
+                                                                                         monkeypatch):
+    """The plugin once appended with a plain open(), which followed a symlink planted at its file's name."""
+    import importlib.util
+    import types
+
+    import localneuron.nki
+
+    plugin_file = Path(__file__).resolve().parents[2] / "localneuron" / "nki" / "library_shim" / "nki_library_plugin.py"
+    spec = importlib.util.spec_from_file_location("nki_library_plugin_under_test", plugin_file)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if type(f).__module__ != plugin.__name__])
+    calls = [{"name": "k", "target": "trn2", "estimated_ns": 5, "bottleneck": "pe"}]
+    monkeypatch.setattr(localneuron.nki, "kernel_calls", lambda: calls)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    item, call = types.SimpleNamespace(nodeid="test_k"), types.SimpleNamespace(when="call", duration=0.5)
+    plugin.pytest_runtest_makereport(item, call)
+    assert json.loads((tmp_path / f"main-{plugin.ESTIMATES_FILE}").read_text())["kernels"] == calls
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    (tmp_path / f"gw0-{plugin.ESTIMATES_FILE}").symlink_to(secret / "victim.txt")
+    with pytest.raises(OutputError, match="it is a symlink"):
+        plugin.pytest_runtest_makereport(item, call)
+    assert untouched(secret)
