@@ -363,19 +363,27 @@ def test_dev_null_takes_the_output_and_stays_the_null_device():
 
 @pytest.mark.parametrize("name, stream", [("-", "stdout"), ("/dev/stdout", "stdout"), ("/proc/self/fd/1", "stdout"),
                                           ("/dev/stderr", "stderr"), ("/proc/self/fd/2", "stderr")])
-def test_the_standard_streams_are_written_to_not_replaced(name, stream):
+def test_the_standard_streams_are_written_to_not_replaced(tmp_path, name, stream):
     links = {path: os.readlink(path) for path in ("/dev/stdout", "/dev/stderr") if os.path.islink(path)}
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", name)
+    write = f"from localneuron.runtime.checked_files import write_output\nwrite_output({name!r}, 'written')\n"
+    r = subprocess.run([sys.executable, "-c", write], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     other = "stderr" if stream == "stdout" else "stdout"
-    assert '"fits":' in getattr(r, stream) and '"fits":' not in getattr(r, other)
+    assert getattr(r, stream).endswith("written") and "written" not in getattr(r, other)
+    assert not list(tmp_path.iterdir())  # "-" is not a file in the working directory
     assert {path: os.readlink(path) for path in links} == links
+
+
+def test_estimate_json_dash_is_standard_output(tmp_path):
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"fits":' in r.stdout and not list(tmp_path.iterdir())
 
 
 def test_run_json_dash_is_standard_output(tmp_path):
     script = tmp_path / "job.py"
     script.write_text("import torch\ntorch.ones(2, device='neuron').sum()\n")
-    r = localneuron("run", "--report-to-stderr", "--json", "-", str(script))
+    r = localneuron("run", "--report-to-stderr", "--json", "-", str(script), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "visible_cores" in json.loads(r.stdout) and not (tmp_path / "-").exists()
 
