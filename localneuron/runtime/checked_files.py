@@ -7,10 +7,11 @@ renamed or replaced by a symlink after its check is never followed: what was che
 Two kinds of directory:
 - private (the compile cache, its key, compile artifacts): this user's own, writable by nobody else;
 - output (profiles, reports, estimates, memory snapshots, rank reports; OutputDirectory, OutputFile):
-  reached from / one component at a time, each directory opened through its parent's descriptor, and
-  every directory on the way this user's own or root's and writable by nobody else unless the sticky bit
-  keeps others from renaming or removing what is not theirs (/tmp); a symlink on the way is followed only
-  when it is this user's or root's. Directories localneuron creates there are 0755 and this user's.
+  this user's own or root's, and writable by nobody else unless the sticky bit keeps others from renaming
+  or removing what is not theirs (/tmp). Directories localneuron creates there are 0755 and this user's.
+Both are reached from / one component at a time (open_path), each directory opened through its parent's
+descriptor: every directory on the way must pass the output rule, and a symlink on the way is followed only
+when it is this user's or root's.
 Files are written atomically: a temporary file with an unpredictable name, created exclusively in the same
 checked directory, then renamed over the name (a symlink planted at the name is replaced, never followed).
 What is already at the name is never replaced unless it is a regular file or a symlink: writing to the null
@@ -32,6 +33,11 @@ NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted where a file should be
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+OUTPUT_DIRECTORY_MODE = 0o755
+OUTPUT_FILE_MODE = 0o644
+NULL_DEVICE = os.makedev(1, 3)  # Linux's /dev/null: writing to it discards, so it is a place to write nothing
+SPECIAL_FILES = ((stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+                 (stat.S_ISBLK, "block device"))
 
 
 class Untrusted(Exception):
@@ -42,49 +48,127 @@ def _uid() -> int:
     return os.geteuid()
 
 
+def _private_problem(st: os.stat_result, path: str, what: str) -> str | None:
+    """Why st is not this user's own and writable by nobody else, or None."""
+    if st.st_uid != _uid():
+        return f"{what} {path} is owned by uid {st.st_uid}, not by you (uid {_uid()})"
+    if st.st_mode & OTHERS_WRITE:
+        return (f"{what} {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
+                f"`chmod go-w {path}` fixes it")
+    return None
+
+
 def check_owned(st: os.stat_result, path: str, what: str) -> None:
     """Owned by this user and writable by nobody else."""
-    if st.st_uid != _uid():
-        raise Untrusted(f"{what} {path} is owned by uid {st.st_uid}, not by you (uid {_uid()})")
-    if st.st_mode & OTHERS_WRITE:
-        raise Untrusted(f"{what} {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
-                        f"`chmod go-w {path}` fixes it")
+    problem = _private_problem(st, path, what)
+    if problem is not None:
+        raise Untrusted(problem)
 
 
-def _check_ancestors(path: str) -> None:
-    """Whoever can rename an ancestor can swap the directory for another one: refuse ancestors writable by
-    other users unless the sticky bit (/tmp) keeps them from renaming what is not theirs."""
-    parent = os.path.dirname(path)
-    while parent and parent != path:
-        st = os.stat(parent)
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise Untrusted(f"{parent}, a parent of {path}, is writable by every user without the sticky bit")
-        path, parent = parent, os.path.dirname(parent)
+def _output_problem(st: os.stat_result, subject: str = "it") -> str | None:
+    """Why a directory (subject: "it", or the path of one on the way to it) cannot hold this user's output, or
+    None."""
+    if st.st_uid not in (_uid(), 0):
+        return (f"{subject} belongs to uid {st.st_uid}, not to you (uid {_uid()}) or root: that user could replace "
+                "what is written there; choose a directory of your own")
+    if st.st_mode & OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
+        writers = "every user" if st.st_mode & stat.S_IWOTH else "its group"
+        return (f"{subject} is writable by {writers} without the sticky bit (mode {stat.S_IMODE(st.st_mode):04o}), so "
+                "others could swap what is in it; choose a directory of your own")
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+MAX_SYMLINKS = 40  # as the kernel: more links than this on one path is a loop
+
+
+def open_path(path: str, *, create_mode: int | None, final_problem=_output_problem) -> int:
+    """The directory at path as a descriptor, reached from / one component at a time, each opened through its
+    parent's descriptor without following links, so no component can be swapped between its check and its use.
+    Every directory on the way must pass _output_problem, the last one final_problem (st, its name -> why not, or
+    None); a symlink on the way is followed only when it is this user's or root's (the kernel's
+    protected_symlinks rule, for every component, not only in sticky directories). create_mode: missing
+    components are made (the last one with this mode, those before it 0755); None: FileNotFoundError. Untrusted
+    says which component is refused."""
+    pending = [part for part in os.path.join(os.getcwd(), path).split("/") if part]
+    pending.reverse()  # a stack: a followed symlink pushes its target's components
+    flags = os.O_RDONLY | DIRECTORY | NOFOLLOW | NONBLOCK | CLOEXEC
+    opened = [os.open("/", flags)]  # descriptors of the walked directories, for ".."
+    walked = [""]                   # their paths, for messages
+    links = 0
+    try:
+        while pending:
+            name = pending.pop()
+            here = os.path.join(walked[-1], name) if walked[-1] else "/" + name
+            subject = "it" if not pending else here  # what messages call it: the path itself, or one on its way
+            if name == ".":
+                continue
+            if name == "..":
+                if len(opened) > 1:
+                    os.close(opened.pop())
+                    walked.pop()
+                continue
+            try:
+                fd = os.open(name, flags, dir_fd=opened[-1])
+            except FileNotFoundError:
+                if create_mode is None:
+                    raise FileNotFoundError(errno.ENOENT, f"{os.strerror(errno.ENOENT)}: {here}") from None
+                try:
+                    os.mkdir(name, create_mode if not pending else OUTPUT_DIRECTORY_MODE, dir_fd=opened[-1])
+                except FileExistsError:
+                    pass
+                pending.append(name)  # opened, and checked, as if it had been there
+                continue
+            except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                link = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
+                if not stat.S_ISLNK(link.st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, f"{os.strerror(errno.ENOTDIR)}: {here}") from None
+                if link.st_uid not in (_uid(), 0):
+                    raise Untrusted(f"{subject} is a symlink owned by uid {link.st_uid}, not by you (uid {_uid()}) or "
+                                    "root: that user could point it anywhere; remove it or choose a path of your own")
+                links += 1
+                if links > MAX_SYMLINKS:
+                    raise OSError(errno.ELOOP, f"too many symlinks on the way to {path}") from None
+                target = os.readlink(name, dir_fd=opened[-1])
+                if target.startswith("/"):
+                    while len(opened) > 1:
+                        os.close(opened.pop())
+                        walked.pop()
+                pending.extend(reversed([part for part in target.split("/") if part]))
+                continue
+            opened.append(fd)
+            walked.append(here)
+            if pending:
+                problem = _output_problem(os.fstat(fd), here)
+                if problem is not None:
+                    raise Untrusted(problem)
+        problem = final_problem(os.fstat(opened[-1]), "it")  # checked here also when path leads back to /
+        if problem is not None:
+            raise Untrusted(problem)
+        return opened.pop()
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 def open_root(path: str, *, private: bool) -> int:
-    """The directory at path as a descriptor, created 0700 if missing. private: it must be this user's own
-    (owner, mode, a symlink to it owned by this user or root, no ancestor others can rename)."""
-    try:
-        link = os.lstat(path)
-    except FileNotFoundError:
+    """The directory at path as a descriptor, created 0700 if missing. private: it must be this user's own (owner,
+    mode), reached through open_path (no other user's directory or symlink on the way). Not private (the opt-in
+    compile cache shared by users, whose entries are authenticated): the directory its owner named, as named."""
+    if private:
+        return open_path(path, create_mode=0o700, final_problem=lambda st, _: _private_problem(st, path, "directory"))
+    if not os.path.isdir(path):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
             pass
-        link = os.lstat(path)
-    if private and stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, _uid()):
-        raise Untrusted(f"{path} is a symlink owned by uid {link.st_uid}, not by you (uid {_uid()})")
-    fd = os.open(path, os.O_RDONLY | DIRECTORY | NONBLOCK | CLOEXEC)
-    try:
-        if private:
-            check_owned(os.fstat(fd), path, "directory")
-            _check_ancestors(os.path.realpath(path))
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    return os.open(path, os.O_RDONLY | DIRECTORY | NONBLOCK | CLOEXEC)
 
 
 def open_subdir(dir_fd: int, name: str, *, private: bool, create: bool) -> int:
@@ -188,11 +272,6 @@ def create_once(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> bool:
 
 # --- Output files: what runs leave for the user ---
 
-OUTPUT_DIRECTORY_MODE = 0o755
-OUTPUT_FILE_MODE = 0o644
-NULL_DEVICE = os.makedev(1, 3)  # Linux's /dev/null: writing to it discards, so it is a place to write nothing
-SPECIAL_FILES = ((stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
-                 (stat.S_ISBLK, "block device"))
 
 
 class OutputError(Exception):
@@ -203,96 +282,9 @@ class OutputError(Exception):
         self.what, self.path, self.reason = what, path, reason
 
 
-def _output_problem(st: os.stat_result, subject: str = "it") -> str | None:
-    """Why a directory (subject: "it", or the path of one on the way to it) cannot hold this user's output, or
-    None."""
-    if st.st_uid not in (_uid(), 0):
-        return (f"{subject} belongs to uid {st.st_uid}, not to you (uid {_uid()}) or root: that user could replace "
-                "what is written there; choose a directory of your own")
-    if st.st_mode & OTHERS_WRITE and not st.st_mode & stat.S_ISVTX:
-        return (f"other users can write to {subject} (mode {stat.S_IMODE(st.st_mode):04o}) and it has no sticky "
-                "bit, so they could swap what is in it; choose a directory of your own")
-    return None
-
-
-def _reason(error: BaseException) -> str:
-    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-
-
-MAX_SYMLINKS = 40  # as the kernel: more links than this on one path is a loop
-
-
-def _open_output_path(path: str, create: bool) -> int:
-    """The directory at path as a descriptor, reached from / one component at a time, each opened through its
-    parent's descriptor without following links, so no component can be swapped between its check and its use.
-    Every directory on the way must pass _output_problem; a symlink on the way is followed only when it is this
-    user's or root's (the kernel's protected_symlinks rule, for every component, not only in sticky
-    directories). create: missing components are made (0755). Untrusted says which component is refused."""
-    pending = [part for part in os.path.join(os.getcwd(), path).split("/") if part]
-    pending.reverse()  # a stack: a followed symlink pushes its target's components
-    flags = os.O_RDONLY | DIRECTORY | NOFOLLOW | NONBLOCK | CLOEXEC
-    opened = [os.open("/", flags)]  # descriptors of the walked directories, for ".."
-    walked = [""]                   # their paths, for messages
-    links = 0
-    try:
-        while pending:
-            name = pending.pop()
-            here = os.path.join(walked[-1], name) if walked[-1] else "/" + name
-            subject = "it" if not pending else here  # what messages call it: the path itself, or one on its way
-            if name == ".":
-                continue
-            if name == "..":
-                if len(opened) > 1:
-                    os.close(opened.pop())
-                    walked.pop()
-                continue
-            try:
-                fd = os.open(name, flags, dir_fd=opened[-1])
-            except FileNotFoundError:
-                if not create:
-                    raise FileNotFoundError(errno.ENOENT, f"{subject} does not exist") from None
-                try:
-                    os.mkdir(name, OUTPUT_DIRECTORY_MODE, dir_fd=opened[-1])
-                except FileExistsError:
-                    pass
-                pending.append(name)  # opened, and checked, as if it had been there
-                continue
-            except OSError as error:
-                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                link = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
-                if not stat.S_ISLNK(link.st_mode):
-                    raise NotADirectoryError(errno.ENOTDIR, f"{subject} is not a directory") from None
-                if link.st_uid not in (_uid(), 0):
-                    raise Untrusted(f"{subject} is a symlink owned by uid {link.st_uid}, not by you (uid {_uid()}) or "
-                                    "root: that user could point it anywhere; remove it or choose a path of your own")
-                links += 1
-                if links > MAX_SYMLINKS:
-                    raise OSError(errno.ELOOP, f"too many symlinks on the way to {path}") from None
-                target = os.readlink(name, dir_fd=opened[-1])
-                if target.startswith("/"):
-                    while len(opened) > 1:
-                        os.close(opened.pop())
-                        walked.pop()
-                pending.extend(reversed([part for part in target.split("/") if part]))
-                continue
-            opened.append(fd)
-            walked.append(here)
-            problem = _output_problem(os.fstat(fd), subject)
-            if problem is not None:
-                raise Untrusted(problem)
-        problem = _output_problem(os.fstat(opened[-1]))  # also when path is / (or leads back to it)
-        if problem is not None:
-            raise Untrusted(problem)
-        return opened.pop()
-    finally:
-        for fd in opened:
-            os.close(fd)
-
-
 def _open_output_root(path: str, what: str, create: bool) -> int:
     try:
-        fd = _open_output_path(path, create)
+        fd = open_path(path, create_mode=OUTPUT_DIRECTORY_MODE if create else None)
     except (OSError, Untrusted) as error:
         raise OutputError(what, path, _reason(error)) from None
     # root writes anywhere: access() also answers for a root whose capabilities were dropped

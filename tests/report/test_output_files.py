@@ -75,9 +75,9 @@ def test_writes_go_to_the_directory_checked_at_start_even_if_its_path_is_swapped
 
 
 @pytest.mark.parametrize("problem, reason", [
-    ("a file", "it is not a directory"),
-    ("missing parent, create=False", "missing does not exist"),
-    ("writable by others, not sticky", "other users can write to it (mode 0777) and it has no sticky bit"),
+    ("a file", "Not a directory: "),
+    ("missing parent, create=False", "No such file or directory: "),
+    ("writable by others, not sticky", "it is writable by every user without the sticky bit (mode 0777)"),
 ])
 def test_an_unusable_directory_is_one_error_naming_it(tmp_path, problem, reason):
     path = tmp_path / "d"
@@ -311,8 +311,12 @@ def test_a_directory_of_another_user_anywhere_on_the_path_is_refused(shared):
 def test_a_parent_others_can_write_without_the_sticky_bit_is_refused(tmp_path):
     (tmp_path / "open" / "mine").mkdir(parents=True)
     (tmp_path / "open").chmod(0o777)
-    with pytest.raises(OutputError, match=f"other users can write to {tmp_path / 'open'} \\(mode 0777\\) and it has "
-                                          "no sticky bit"):
+    (tmp_path / "group").mkdir(mode=0o770)
+    (tmp_path / "group").chmod(0o770)
+    with pytest.raises(OutputError, match=f"{tmp_path / 'group'} is writable by its group without the sticky bit"):
+        OutputDirectory(str(tmp_path / "group" / "mine"))
+    with pytest.raises(OutputError, match=f"{tmp_path / 'open'} is writable by every user without the sticky bit "
+                                          "\\(mode 0777\\)"):
         write_output(str(tmp_path / "open" / "mine" / "out.json"), "{}")
     assert not (tmp_path / "open" / "mine" / "out.json").exists()
 
@@ -326,6 +330,18 @@ def test_your_own_symlinks_and_dot_dot_on_the_path_are_followed_as_the_kernel_do
     with OutputDirectory(str(tmp_path / "link" / "new" / "dirs")) as created:
         created.write("x", "1")
     assert (tmp_path / "real" / "deep" / "new" / "dirs" / "x").read_text() == "1"
+
+
+@ROOT_ONLY
+def test_a_private_directory_is_never_reached_through_another_users_parent_symlink(shared, secret):
+    """The compile cache, its key and compile artifacts (checked_files.open_root) checked the last component and
+    followed the parents: another user's link above the cache let root's cache entries land where it pointed."""
+    from localneuron.runtime import checked_files
+
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    with pytest.raises(checked_files.Untrusted, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}"):
+        checked_files.open_root(str(shared / "link" / secret.name / "cache"), private=True)
+    assert untouched(secret)
 
 
 # --- what is at the name: a special file is never replaced ---
