@@ -95,7 +95,8 @@ def open_path(path: str, *, create_mode: int | None, final_problem=_output_probl
     says which component is refused."""
     pending = [part for part in os.path.join(os.getcwd(), path).split("/") if part]
     pending.reverse()  # a stack: a followed symlink pushes its target's components
-    flags = os.O_RDONLY | DIRECTORY | NOFOLLOW | NONBLOCK | CLOEXEC
+    # O_PATH: a directory on the way needs only search permission, as for the kernel's own walk (0711 homes)
+    flags = getattr(os, "O_PATH", os.O_RDONLY) | DIRECTORY | NOFOLLOW | CLOEXEC
     opened = [os.open("/", flags)]  # descriptors of the walked directories, for ".."
     walked = [""]                   # their paths, for messages
     links = 0
@@ -150,7 +151,7 @@ def open_path(path: str, *, create_mode: int | None, final_problem=_output_probl
         problem = final_problem(os.fstat(opened[-1]), "it")  # checked here also when path leads back to /
         if problem is not None:
             raise Untrusted(problem)
-        return opened.pop()
+        return os.open(".", os.O_RDONLY | DIRECTORY | NONBLOCK | CLOEXEC, dir_fd=opened[-1])  # readable, to list
     finally:
         for fd in opened:
             os.close(fd)

@@ -333,6 +333,24 @@ def test_your_own_symlinks_and_dot_dot_on_the_path_are_followed_as_the_kernel_do
 
 
 @ROOT_ONLY
+def test_a_parent_you_may_search_but_not_list_is_walked_through(shared):
+    """Home directories are often 0711: opening each component to read it would refuse paths the kernel allows."""
+    (shared / "home").mkdir(mode=0o711)
+    (shared / "home").chmod(0o711)
+    (shared / "home" / "user").mkdir()
+    os.chown(shared / "home" / "user", OTHER_UID, OTHER_UID)
+    os.setegid(OTHER_UID)
+    os.seteuid(OTHER_UID)  # this process, as that user, for the write alone
+    try:
+        write_output(str(shared / "home" / "user" / "out.json"), "{}")
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    written = shared / "home" / "user" / "out.json"
+    assert written.read_text() == "{}" and written.stat().st_uid == OTHER_UID
+
+
+@ROOT_ONLY
 def test_a_private_directory_is_never_reached_through_another_users_parent_symlink(shared, secret):
     """The compile cache, its key and compile artifacts (checked_files.open_root) checked the last component and
     followed the parents: another user's link above the cache let root's cache entries land where it pointed."""
