@@ -37,12 +37,13 @@ WRITING_METHODS = {"write_text", "write_bytes"}
 
 
 def _imported_names(tree: ast.AST) -> dict:
-    """local name -> what it is: `import numpy as np` gives np -> numpy, `from shutil import copy` copy -> shutil.copy."""
+    """local name -> what it names: np -> numpy (import numpy as np), copy -> shutil.copy (from shutil import copy)."""
     names = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                top = alias.name.split(".")[0]  # `import os.path` binds os
+                names[alias.asname or top] = alias.name if alias.asname else top
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -92,7 +93,7 @@ def writes_a_file(call: ast.Call, names: dict) -> bool:
     if isinstance(call.func, ast.Attribute):
         if call.func.attr in WRITING_METHODS:
             return True
-        if call.func.attr == "open" and dotted not in ("os.open",):  # Path.open(mode): its mode comes first
+        if call.func.attr == "open":  # Path.open(mode): its mode comes first (other .open()s: counted, looked at)
             return _writes_by_mode(_argument(call, 0, "mode"))
     return False
 

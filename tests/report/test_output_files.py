@@ -1,8 +1,10 @@
-"""Every file localneuron writes (profiles, run reports, estimates, memory snapshots, rank reports) is created
-without following symlinks, in a directory checked when the run starts (this user's or root's, and writable by
-nobody else unless sticky), atomically, and a path that cannot be used is one error naming it
-(localneuron/runtime/checked_files.py). The attacks are planted by another local user: the tests switch to an
-unused uid for them, which needs root."""
+"""Every file localneuron writes (profiles, run reports, estimates, memory snapshots, rank reports, the NKI Library
+plugin's estimates) is created without following symlinks, in a directory checked when the run starts and reached
+from / one component at a time (every directory on the way this user's or root's, and writable by nobody else unless
+sticky; a symlink on the way only if this user's or root's), atomically; a FIFO, socket, device or directory at the
+name is never replaced (the null device discards, -, /dev/stdout and /dev/stderr are the standard streams); and a
+path that cannot be used is one error naming it (localneuron/runtime/checked_files.py). The attacks are planted
+by another local user: the tests switch to an unused uid for them, which needs root."""
 import json
 import os
 import pickle
