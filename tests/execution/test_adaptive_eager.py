@@ -12,7 +12,7 @@ from localneuron.adaptive_eager import engine, native, report, stats
 from localneuron.adaptive_eager.fusible_ops import FUSIBLE_OPS
 from localneuron.runtime.environment import BY_NAME, read
 
-pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"),
                                 reason="NEURON_LAUNCH_BLOCKING=1 queues nothing, so nothing is fused")
 
 

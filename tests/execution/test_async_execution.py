@@ -16,7 +16,7 @@ from localneuron import _C
 from localneuron.runtime.environment import read
 from fresh_python import run_python
 
-pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"),
                                 reason="tests the asynchronous mode: run with NEURON_LAUNCH_BLOCKING=0 (its blocking "
                                        "mode is tested in a subprocess)")
 
@@ -224,7 +224,9 @@ def test_a_queued_errors_line_is_the_users_not_a_frame_of_an_installed_library()
     assert "modeling_library_under_test" not in str(raised.value)
 
 
-def test_launch_blocking_raises_at_the_op_itself():
+@pytest.mark.parametrize("spelling", ["1", "true", "yes", "On"])
+def test_launch_blocking_raises_at_the_op_itself(spelling):
+    """Every spelling of a true boolean (runtime/environment.py) turns the mode on, not only 1."""
     code = """
 import torch, localneuron
 table = torch.randn(10, 4, device="neuron")
@@ -237,15 +239,15 @@ except (IndexError, RuntimeError) as e:
 torch.neuron._sleep(100000000)
 print(torch.neuron.current_stream().query())
 """
-    done = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "1"})
+    done = run_python(code, env={"NEURON_LAUNCH_BLOCKING": spelling})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["raised", "at", "the", "op", "True"]
 
 
 def test_invalid_launch_blocking_value_is_refused():
     done = run_python("import torch, localneuron; print(torch._C._get_privateuse1_backend_name())",
-                      env={"NEURON_LAUNCH_BLOCKING": "yes"})
-    assert "NEURON_LAUNCH_BLOCKING='yes' is not valid: expected one of 0, 1" in done.stderr
+                      env={"NEURON_LAUNCH_BLOCKING": "maybe"})
+    assert "NEURON_LAUNCH_BLOCKING='maybe' is not valid: expected 1 or 0 (also true/false, yes/no, on/off)" in done.stderr
     assert done.stdout.split() == ["privateuseone"]  # the device is not registered
 
 

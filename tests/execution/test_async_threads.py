@@ -18,7 +18,7 @@ from localneuron.runtime.environment import read
 from fresh_python import run_python
 from cli_runner import localneuron, write
 
-BLOCKING = read("NEURON_LAUNCH_BLOCKING") == "1"
+BLOCKING = read("NEURON_LAUNCH_BLOCKING")
 STRESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "ordering_stress.py")
 
 

@@ -44,7 +44,7 @@ POOL = re.compile(r"^[vim]\d+$")  # pool tensors: values, index tensors, masks
 OVERLAP_SEED_OFFSET = 1_000_003
 OVERLAP_RATE = 0.08  # of the lines, writes between overlapping views (Generator.overlapping_write)
 
-asynchronous_only = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1",
+asynchronous_only = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"),
                                        reason="NEURON_LAUNCH_BLOCKING=1 queues nothing (and fuses nothing): the "
                                               "blocking mode is tested here, the queued ones in the asynchronous run")
 
@@ -564,7 +564,7 @@ def mode(name: str):
     """The execution mode: blocking, queued (short work on an idle stream runs in place), worker (every
     op to the worker thread) or fused (Adaptive Eager on)."""
     _C.synchronize_all()
-    blocking = read("NEURON_LAUNCH_BLOCKING") == "1"
+    blocking = read("NEURON_LAUNCH_BLOCKING")
     _C.set_launch_blocking(name == "blocking")
     _C.set_run_in_place_limits(*((0, 0) if name == "worker" else (-1, -1)))
     try:

@@ -202,7 +202,7 @@ def test_queued_fallback_waits_for_no_queue_matches_cpu_and_counts_every_call(op
     first = call(*device_arguments)  # the first call of a signature runs when issued and learns its outputs
     torch.neuron._sleep(300_000_000)
     queued = call(*device_arguments)
-    if read("NEURON_LAUNCH_BLOCKING") != "1":
+    if not read("NEURON_LAUNCH_BLOCKING"):
         assert not torch.neuron.current_stream().query()
     for result in (first, queued):
         assert result.device.type == "neuron" and result.dtype == expected.dtype

@@ -187,11 +187,49 @@ def test_every_default_parses_and_every_variable_is_named_by_the_code():
         assert variable.name in names or variable.name == "TORCH_DEVICE_BACKEND_AUTOLOAD", variable.name
 
 
-@pytest.mark.parametrize("name", [v.name for v in environment.VARIABLES if v.parse is environment.flag])
+BOOLEANS = [v.name for v in environment.VARIABLES if environment.is_boolean(v)]
+
+
+@pytest.mark.parametrize("name", BOOLEANS)
 def test_every_boolean_refuses_a_word_it_does_not_know(monkeypatch, name):
     monkeypatch.setenv(name, "abc")
-    with pytest.raises(ConfigurationError, match=rf"{name}='abc' is not valid: expected 1 or 0"):
+    with pytest.raises(ConfigurationError, match=rf"{name}='abc' is not valid: expected .*1 or 0 \(also "
+                                                 r"true/false, yes/no, on/off\)"):
         environment.read(name)
+
+
+@pytest.mark.parametrize("name", BOOLEANS)
+def test_every_boolean_accepts_every_documented_spelling(monkeypatch, name):
+    """NEURON_LAUNCH_BLOCKING once took only 0 and 1 where the other booleans also took true/yes/on."""
+    for spelling in (*environment.TRUE_SPELLINGS, *(s.upper() for s in environment.TRUE_SPELLINGS)):
+        monkeypatch.setenv(name, spelling)
+        assert environment.read(name) not in (False, None), spelling
+    for spelling in (*environment.FALSE_SPELLINGS, *(s.capitalize() for s in environment.FALSE_SPELLINGS)):
+        monkeypatch.setenv(name, spelling)
+        assert environment.read(name) in (False, None), spelling
+
+
+def accepts(variable, text: str) -> bool:
+    try:
+        variable.parse(text)
+        return True
+    except ValueError:
+        return False
+
+
+def test_a_variable_that_takes_0_and_1_only_is_a_boolean_or_says_why_not():
+    """A two-valued 0/1 variable is parsed as a boolean, so it takes every documented spelling; the one exception is
+    PyTorch's own, which PyTorch reads itself."""
+    zero_or_one = {v.name for v in environment.VARIABLES if not environment.is_boolean(v)
+                   and accepts(v, "0") and accepts(v, "1") and not accepts(v, "2")}
+    assert zero_or_one == {"TORCH_DEVICE_BACKEND_AUTOLOAD"}
+
+
+def test_the_environment_page_lists_the_boolean_spellings():
+    page = (ROOT / "docs" / "environment.md").read_text()
+    for true, false in zip(environment.TRUE_SPELLINGS, environment.FALSE_SPELLINGS):
+        assert f"`{true}`/`{false}`" in page
+    assert "| `NEURON_LAUNCH_BLOCKING` | `0` (boolean) |" in page
 
 
 def test_a_bad_compile_flag_is_an_error_naming_it(monkeypatch):
@@ -213,7 +251,7 @@ def test_the_documented_table_is_the_one_the_code_reads():
     assert r.returncode == 0, r.stderr
     assert (ROOT / "docs" / "environment.md").read_text() == r.stdout
     assert environment.markdown_table() in r.stdout
-    rows = [line for line in environment.markdown_table().splitlines()[2:]]
+    rows = [line for line in environment.markdown_table().splitlines()[2:] if line.startswith("|")]
     assert [row.split("`")[1] for row in rows] == [v.name for v in environment.VARIABLES]
 
 

@@ -1,12 +1,15 @@
-"""Every file localneuron writes (profiles, run reports, estimates, memory snapshots, rank reports) is created
-without following symlinks, in a directory checked when the run starts (this user's or root's, and writable by
-nobody else unless sticky), atomically, and a path that cannot be used is one error naming it
-(localneuron/runtime/checked_files.py). The attacks are planted by another local user: the tests switch to an
-unused uid for them, which needs root."""
+"""Every file localneuron writes (profiles, run reports, estimates, memory snapshots, rank reports, the NKI Library
+plugin's estimates) is created without following symlinks, in a directory checked when the run starts and reached
+from / one component at a time (every directory on the way this user's or root's, and writable by nobody else unless
+sticky; a symlink on the way only if this user's or root's), atomically; a FIFO, socket, device or directory at the
+name is never replaced (the null device discards, -, /dev/stdout and /dev/stderr are the standard streams); and a
+path that cannot be used is one error naming it (localneuron/runtime/checked_files.py). The attacks are planted
+by another local user: the tests switch to an unused uid for them, which needs root."""
 import json
 import os
 import pickle
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -74,9 +77,9 @@ def test_writes_go_to_the_directory_checked_at_start_even_if_its_path_is_swapped
 
 
 @pytest.mark.parametrize("problem, reason", [
-    ("a file", "it is not a directory"),
-    ("missing parent, create=False", "No such file or directory"),
-    ("writable by others, not sticky", "other users can write to it (mode 0777) and it has no sticky bit"),
+    ("a file", "Not a directory: "),
+    ("missing parent, create=False", "No such file or directory: "),
+    ("writable by others, not sticky", "it is writable by every user without the sticky bit (mode 0777)"),
 ])
 def test_an_unusable_directory_is_one_error_naming_it(tmp_path, problem, reason):
     path = tmp_path / "d"
@@ -272,3 +275,191 @@ def test_a_rank_report_directory_planted_by_another_user_stops_the_run_at_start(
 def test_an_output_file_must_name_a_file(tmp_path):
     with pytest.raises(OutputError, match=f"cannot write --json {tmp_path}: it is a directory"):
         OutputFile(str(tmp_path), "--json")
+
+
+# --- the whole path: every component from / (a check of the last one alone let a parent symlink through) ---
+
+@ROOT_ONLY
+def test_another_users_symlink_in_a_parent_directory_is_refused_not_followed(shared, secret):
+    """Through a symlink planted above the file's own directory, `estimate --json` once overwrote a root-only file."""
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    through_link = shared / "link" / secret.name / "victim.txt"
+    with pytest.raises(OutputError, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}, not by you"):
+        write_output(str(through_link), "overwritten")
+    assert untouched(secret)
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(through_link))
+    assert r.returncode == 2 and f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}" in r.stderr, r.stderr
+    assert untouched(secret)
+
+
+@ROOT_ONLY
+def test_the_profiler_writes_nothing_through_another_users_parent_symlink(shared, secret):
+    """The profiler once wrote its files into a root-only directory reached through such a link."""
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    with pytest.raises(OutputError, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}"):
+        NeuronProfiler(NeuronConfig(profile_output_dir=str(shared / "link" / secret.name)))
+    assert untouched(secret)
+
+
+@ROOT_ONLY
+def test_a_directory_of_another_user_anywhere_on_the_path_is_refused(shared):
+    as_other_user("mkdir", "-m", "755", str(shared / "theirs"))
+    (shared / "theirs" / "mine").mkdir()  # root's own, inside a directory its owner can rename or replace
+    with pytest.raises(OutputError, match=f"{shared / 'theirs'} belongs to uid {OTHER_UID}, not to you"):
+        write_output(str(shared / "theirs" / "mine" / "out.json"), "{}")
+    assert not (shared / "theirs" / "mine" / "out.json").exists()
+
+
+def test_a_parent_others_can_write_without_the_sticky_bit_is_refused(tmp_path):
+    (tmp_path / "open" / "mine").mkdir(parents=True)
+    (tmp_path / "open").chmod(0o777)
+    (tmp_path / "group").mkdir(mode=0o770)
+    (tmp_path / "group").chmod(0o770)
+    with pytest.raises(OutputError, match=f"{tmp_path / 'group'} is writable by its group without the sticky bit"):
+        OutputDirectory(str(tmp_path / "group" / "mine"))
+    with pytest.raises(OutputError, match=f"{tmp_path / 'open'} is writable by every user without the sticky bit "
+                                          "\\(mode 0777\\)"):
+        write_output(str(tmp_path / "open" / "mine" / "out.json"), "{}")
+    assert not (tmp_path / "open" / "mine" / "out.json").exists()
+
+
+def test_your_own_symlinks_and_dot_dot_on_the_path_are_followed_as_the_kernel_does(tmp_path, monkeypatch):
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to("real/deep")
+    monkeypatch.chdir(tmp_path)
+    write_output("link/../out.json", "{}")  # .. of the link's target, as open() resolves it
+    assert (tmp_path / "real" / "out.json").read_text() == "{}" and not (tmp_path / "out.json").exists()
+    with OutputDirectory(str(tmp_path / "link" / "new" / "dirs")) as created:
+        created.write("x", "1")
+    assert (tmp_path / "real" / "deep" / "new" / "dirs" / "x").read_text() == "1"
+
+
+@ROOT_ONLY
+def test_a_parent_you_may_search_but_not_list_is_walked_through(shared):
+    """Home directories are often 0711: opening each component to read it would refuse paths the kernel allows."""
+    (shared / "home").mkdir(mode=0o711)
+    (shared / "home").chmod(0o711)
+    (shared / "home" / "user").mkdir()
+    os.chown(shared / "home" / "user", OTHER_UID, OTHER_UID)
+    os.setegid(OTHER_UID)
+    os.seteuid(OTHER_UID)  # this process, as that user, for the write alone
+    try:
+        write_output(str(shared / "home" / "user" / "out.json"), "{}")
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    written = shared / "home" / "user" / "out.json"
+    assert written.read_text() == "{}" and written.stat().st_uid == OTHER_UID
+
+
+@ROOT_ONLY
+def test_a_private_directory_is_never_reached_through_another_users_parent_symlink(shared, secret):
+    """The compile cache, its key and compile artifacts (checked_files.open_root) checked the last component and
+    followed the parents: another user's link above the cache let root's cache entries land where it pointed."""
+    from localneuron.runtime import checked_files
+
+    as_other_user("ln", "-s", str(secret.parent), str(shared / "link"))
+    with pytest.raises(checked_files.Untrusted, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}"):
+        checked_files.open_root(str(shared / "link" / secret.name / "cache"), private=True)
+    assert untouched(secret)
+
+
+# --- what is at the name: a special file is never replaced ---
+
+def test_a_fifo_at_the_name_is_refused_and_stays_a_fifo(tmp_path):
+    """`--json` once replaced FIFOs and devices (even /dev/null, as root) with regular files."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match=f"cannot write --json {fifo}: it is a FIFO \\(named pipe\\), not a regular "
+                                          "file, and localneuron never replaces one"):
+        OutputFile(str(fifo), "--json")  # at the start of the run, before anything is computed
+    with pytest.raises(OutputError, match="never replaces one"):
+        write_output(str(fifo), "{}")
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(fifo))
+    assert r.returncode == 2 and "it is a FIFO" in r.stderr, r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@ROOT_ONLY
+def test_another_device_at_the_name_is_refused(tmp_path):
+    device = tmp_path / "zero"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # a node of its own: the real /dev/zero stays out of it
+    with pytest.raises(OutputError, match="it is a character device, not a regular file"):
+        write_output(str(device), "{}")
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+def test_dev_null_takes_the_output_and_stays_the_null_device():
+    assert write_output("/dev/null", "{}") == "/dev/null"
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", "/dev/null")
+    assert r.returncode == 0, r.stderr
+    null = os.stat("/dev/null")
+    assert stat.S_ISCHR(null.st_mode) and null.st_rdev == os.makedev(1, 3)
+
+
+@pytest.mark.parametrize("name, stream", [("-", "stdout"), ("/dev/stdout", "stdout"), ("/proc/self/fd/1", "stdout"),
+                                          ("/dev/stderr", "stderr"), ("/proc/self/fd/2", "stderr")])
+def test_the_standard_streams_are_written_to_not_replaced(tmp_path, name, stream):
+    links = {path: os.readlink(path) for path in ("/dev/stdout", "/dev/stderr") if os.path.islink(path)}
+    write = f"from localneuron.runtime.checked_files import write_output\nwrite_output({name!r}, 'written')\n"
+    r = subprocess.run([sys.executable, "-c", write], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    other = "stderr" if stream == "stdout" else "stdout"
+    assert getattr(r, stream).endswith("written") and "written" not in getattr(r, other)
+    assert not list(tmp_path.iterdir())  # "-" is not a file in the working directory
+    assert {path: os.readlink(path) for path in links} == links
+
+
+def test_estimate_json_dash_is_standard_output(tmp_path):
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"fits":' in r.stdout and not list(tmp_path.iterdir())
+
+
+def test_run_json_dash_is_standard_output(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import torch\ntorch.ones(2, device='neuron').sum()\n")
+    r = localneuron("run", "--report-to-stderr", "--json", "-", str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "visible_cores" in json.loads(r.stdout) and not (tmp_path / "-").exists()
+
+
+# --- appending (the NKI Library plugin's estimates) ---
+
+def test_append_creates_then_appends_and_never_follows_a_planted_symlink(tmp_path, secret):
+    from localneuron.runtime.checked_files import append_output
+
+    append_output(str(tmp_path / "log.jsonl"), "1\n")
+    append_output(str(tmp_path / "log.jsonl"), "2\n")
+    assert (tmp_path / "log.jsonl").read_text() == "1\n2\n"
+    (tmp_path / "planted.jsonl").symlink_to(secret / "victim.txt")
+    with pytest.raises(OutputError, match="planted.jsonl: it is a symlink; remove it"):
+        append_output(str(tmp_path / "planted.jsonl"), "leak\n")
+    assert untouched(secret)
+
+
+def test_the_nki_library_plugin_appends_its_estimates_without_following_a_planted_symlink(tmp_path, secret,
+                                                                                         monkeypatch):
+    """The plugin once appended with a plain open(), which followed a symlink planted at its file's name."""
+    import importlib.util
+    import types
+
+    import localneuron.nki
+
+    plugin_file = Path(__file__).resolve().parents[2] / "localneuron" / "nki" / "library_shim" / "nki_library_plugin.py"
+    spec = importlib.util.spec_from_file_location("nki_library_plugin_under_test", plugin_file)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if type(f).__module__ != plugin.__name__])
+    calls = [{"name": "k", "target": "trn2", "estimated_ns": 5, "bottleneck": "pe"}]
+    monkeypatch.setattr(localneuron.nki, "kernel_calls", lambda: calls)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    item, call = types.SimpleNamespace(nodeid="test_k"), types.SimpleNamespace(when="call", duration=0.5)
+    plugin.pytest_runtest_makereport(item, call)
+    assert json.loads((tmp_path / f"main-{plugin.ESTIMATES_FILE}").read_text())["kernels"] == calls
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    (tmp_path / f"gw0-{plugin.ESTIMATES_FILE}").symlink_to(secret / "victim.txt")
+    with pytest.raises(OutputError, match="it is a symlink"):
+        plugin.pytest_runtest_makereport(item, call)
+    assert untouched(secret)
