@@ -92,7 +92,7 @@ def test_cases_cover_refused_and_allowed_writes():
     assert len(WRITES) - len(REFUSED_AT_THE_CALL) >= 6
 
 
-@pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING") == "1", reason="NEURON_LAUNCH_BLOCKING=1 fuses nothing")
+@pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"), reason="NEURON_LAUNCH_BLOCKING=1 fuses nothing")
 @pytest.mark.parametrize("name", ["copy_ shifted forward", "add_ overlapping", "add out= overlapping"])
 def test_refusal_inside_a_fused_run(name):
     """Adaptive Eager: the refused write sits between element-wise ops that fuse into one run (compiled at the

@@ -22,6 +22,8 @@ THE_CHECKED_MODULE = "localneuron/runtime/checked_files.py"
 ALLOWED_WRITERS = {
     "localneuron/estimate/script.py::worker": "the worker's result file in the estimate's own 0700 temporary "
                                               "directory (tempfile.TemporaryDirectory in estimate())",
+    "localneuron/estimate/script.py::target": "estimate --script's dry run: the copy of a file the script appends to, "
+                                              "made inside the run's private 0700 directory (PrivateWrites.root)",
 }
 
 WRITE_MODE_LETTERS = set("wax+")

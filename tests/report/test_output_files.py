@@ -389,12 +389,18 @@ def test_another_device_at_the_name_is_refused(tmp_path):
     assert stat.S_ISCHR(os.lstat(device).st_mode)
 
 
-def test_dev_null_takes_the_output_and_stays_the_null_device():
-    assert write_output("/dev/null", "{}") == "/dev/null"
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", "/dev/null")
+@ROOT_ONLY
+def test_the_null_device_takes_the_output_and_stays_the_null_device(tmp_path):
+    """A null device of the test's own (the device /dev/null is, made with mknod): were the fix to regress, the
+    test would replace this node, never the machine's /dev/null."""
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    assert write_output(str(null), "{}") == str(null)
+    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(null))
     assert r.returncode == 0, r.stderr
-    null = os.stat("/dev/null")
-    assert stat.S_ISCHR(null.st_mode) and null.st_rdev == os.makedev(1, 3)
+    after = os.lstat(null)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
 
 
 @pytest.mark.parametrize("name, stream", [("-", "stdout"), ("/dev/stdout", "stdout"), ("/proc/self/fd/1", "stdout"),
