@@ -17,9 +17,12 @@ if ! { command -v chromium && command -v ccache; } >/dev/null 2>&1 && command -v
   fi
 fi
 # A clone of unchanged sources (CI's fresh clone, a second checkout) takes its compiled objects from ccache instead
-# of compiling for minutes: paths under the clone are hashed relative to it, so clones in other folders share them.
+# of compiling for minutes. ccache writes paths under the clone relative to the compiler's working directory, pip's
+# temporary build folder: that folder is made inside the clone (build/, ignored by git), so the relative paths,
+# and with them the cache keys, are the same whatever folder the clone is in.
 if command -v ccache >/dev/null 2>&1 && [ -d /usr/lib/ccache ]; then
-  export PATH="/usr/lib/ccache:$PATH" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  mkdir -p build/tmp
+  export PATH="/usr/lib/ccache:$PATH" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 TMPDIR="$PWD/build/tmp"
 fi
 # torch==2.13.0 resolves to the CPU wheel; the build must not pull another torch (no build isolation).
 python3 -m pip install --quiet --disable-pip-version-check "torch==2.13.0" numpy ninja pytest pytest-xdist expecttest "setuptools>=64" wheel

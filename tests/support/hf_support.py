@@ -50,14 +50,24 @@ def _run_in_scratch(argv: list[str], env: dict | None, timeout: int, cwd=None):
     """Runs a command (bounded in time) with a temporary directory of its own as TMPDIR; returns the completed
     process and what the command left in that directory."""
     import os
+    import signal
     import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hf-run-") as scratch:
-        done = subprocess.run(argv, capture_output=True, text=True, env=_environment(scratch, env), timeout=timeout,
-                              cwd=cwd)
+        # a session of its own: a launcher that runs out of time is killed with its ranks (killing the launcher
+        # alone left them running, orphaned, for the rest of the suite)
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=_environment(scratch, env), cwd=cwd, start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise AssertionError(f"{argv} did not finish within {timeout} s; its processes were killed. Its output:\n"
+                                 f"{stdout[-3000:]}\n{stderr[-5000:]}") from None
         left_behind = sorted(name for name in os.listdir(scratch) if not name.startswith(TORCH_OWNED_TEMPORARIES))
-    return done, left_behind
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr), left_behind
 
 
 def run_script(argv: list[str], env: dict | None = None, timeout: int = 300, cwd=None) -> list[dict]:
