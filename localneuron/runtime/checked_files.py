@@ -16,7 +16,7 @@ Files are written atomically: a temporary file with an unpredictable name, creat
 checked directory, then renamed over the name (a symlink planted at the name is replaced, never followed).
 What is already at the name is never replaced unless it is a regular file or a symlink: writing to the null
 device discards, "-", /dev/stdout and /dev/stderr are this process's standard streams, and a directory, FIFO,
-socket or other device is refused. Appending (append_output) opens the name itself: a regular file of this
+socket or other device is refused. Appending (write_output(append=True)) opens the name itself: a regular file of this
 user's only, never through a symlink.
 A path that cannot be used raises OutputError naming it (and the component refused) and saying what to do;
 the checks are made when the run starts (the directory is opened then and its descriptor kept), not when the
@@ -470,19 +470,11 @@ class OutputFile:
             self.directory.close()
 
 
-def write_output(path: str, data: bytes | str, what: str = "the file") -> str:
-    """Writes one file now, atomically, in its checked directory."""
+def write_output(path: str, data: bytes | str, what: str = "the file", append: bool = False) -> str:
+    """Writes one file now, in its checked directory: atomically, or with `append` added to its end (a log of
+    lines: see OutputDirectory.append)."""
     out = OutputFile(path, what)
     try:
-        return out.write(data)
-    finally:
-        out.close()
-
-
-def append_output(path: str, data: bytes | str, what: str = "the file") -> str:
-    """Appends to one file now (a log of lines), in its checked directory: see OutputDirectory.append."""
-    out = OutputFile(path, what)
-    try:
-        return out.append(data)
+        return out.append(data) if append else out.write(data)
     finally:
         out.close()

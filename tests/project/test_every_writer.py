@@ -173,7 +173,7 @@ def test_every_file_the_package_writes_goes_through_checked_files():
             else:
                 found.append(f"{name}:{line} (in {function})")
     assert not found, ("these write files around localneuron/runtime/checked_files.py: " + ", ".join(found)
-                       + "; write with OutputDirectory, OutputFile, write_output or append_output (or, if the write "
+                       + "; write with OutputDirectory, OutputFile, write_output (or, if the write "
                        "is safe without them, add it to ALLOWED_WRITERS with the reason)")
     assert seen_allowed == set(ALLOWED_WRITERS), ("ALLOWED_WRITERS names writes that are gone; remove them: "
                                                   + ", ".join(sorted(set(ALLOWED_WRITERS) - seen_allowed)))

@@ -433,14 +433,12 @@ def test_run_json_dash_is_standard_output(tmp_path):
 # --- appending (the NKI Library plugin's estimates) ---
 
 def test_append_creates_then_appends_and_never_follows_a_planted_symlink(tmp_path, secret):
-    from localneuron.runtime.checked_files import append_output
-
-    append_output(str(tmp_path / "log.jsonl"), "1\n")
-    append_output(str(tmp_path / "log.jsonl"), "2\n")
+    write_output(str(tmp_path / "log.jsonl"), "1\n", append=True)
+    write_output(str(tmp_path / "log.jsonl"), "2\n", append=True)
     assert (tmp_path / "log.jsonl").read_text() == "1\n2\n"
     (tmp_path / "planted.jsonl").symlink_to(secret / "victim.txt")
     with pytest.raises(OutputError, match="planted.jsonl: it is a symlink; remove it"):
-        append_output(str(tmp_path / "planted.jsonl"), "leak\n")
+        write_output(str(tmp_path / "planted.jsonl"), "leak\n", append=True)
     assert untouched(secret)
 
 

@@ -99,14 +99,14 @@ def pytest_runtest_makereport(item, call):
     import os
 
     from localneuron.nki import kernel_calls
-    from localneuron.runtime.checked_files import append_output
+    from localneuron.runtime.checked_files import write_output
     calls = kernel_calls()
     if not calls:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     # appended in a checked directory, never through a symlink planted at the name (runtime/checked_files.py)
-    append_output(f"{worker}-{ESTIMATES_FILE}",
-                  json.dumps({"test": item.nodeid, "seconds": call.duration,
-                              "kernels": [{k: c[k] for k in ("name", "target", "estimated_ns", "bottleneck")}
-                                          for c in calls]}) + "\n",
-                  "the NKI Library estimates")
+    write_output(f"{worker}-{ESTIMATES_FILE}",
+                 json.dumps({"test": item.nodeid, "seconds": call.duration,
+                             "kernels": [{k: c[k] for k in ("name", "target", "estimated_ns", "bottleneck")}
+                                         for c in calls]}) + "\n",
+                 "the NKI Library estimates", append=True)
