@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,27 @@ def run_to_end(*jobs: subprocess.Popen) -> list[str]:
     return logs
 
 
+# torchrun's summary of a rank killed by a signal ("traceback : Signal 11 (SIGSEGV) received by PID 31077")
+KILLED_BY_SIGNAL = re.compile(r"traceback\s*:\s*Signal \d+ \((SIG\w+)\) received")
+
+
+def reference_log(job: subprocess.Popen, again) -> str:
+    """The CPU + Gloo reference run's log. A rank of it was once killed by SIGSEGV inside Gloo's reduce-scatter
+    (1 run in 3 of 2026-12-06, not reproduced since): the reference only supplies the losses to compare with,
+    so a reference whose rank died by a signal runs once more, and the test warns with the crash, which stays
+    an open defect (the CHANGELOG's tenth wave). The device's own run is never run again."""
+    try:
+        log = job.communicate(timeout=900)[0]
+    finally:
+        job.kill()
+    signal = KILLED_BY_SIGNAL.search(log)
+    if job.returncode != 0 and signal:
+        warnings.warn(f"the CPU + Gloo reference run lost a rank to {signal[1]}; ran it again:\n{log[-1500:]}")
+        (log,) = run_to_end(again())
+    assert job.returncode == 0 or signal, log[-4000:]
+    return log
+
+
 def assert_losses_match(got: dict, want: dict, steps: list, tolerance: float) -> None:
     assert sorted(got) == steps and set(want) >= set(steps), (got, want)
     for step in steps:
@@ -95,8 +117,10 @@ COMPILE = ("--compile.enable", "--compile.backend", "neuron")
 ], ids=["fsdp2", "fsdp2xtp", "fsdp2-compiled", "fsdp2xtp-compiled"])
 def test_llama3_debug_model_on_neuron_cores_matches_cpu_gloo(tmp_path, ranks, overrides, tolerance):
     reference = tuple(o for o in overrides if o not in COMPILE)
-    logs = run_to_end(run_recipe(tmp_path / "neuron", ranks, overrides, reference_cpu=False),
-                      run_recipe(tmp_path / "cpu", ranks, reference, reference_cpu=True))
+    neuron, cpu = run_recipe(tmp_path / "neuron", ranks, overrides, reference_cpu=False), \
+        run_recipe(tmp_path / "cpu", ranks, reference, reference_cpu=True)
+    logs = [*run_to_end(neuron), reference_log(cpu, lambda: run_recipe(tmp_path / "cpu-again", ranks, reference,
+                                                                       reference_cpu=True))]
     assert "NEURON capacity: neuron" in logs[0] and "CPU capacity: cpu" in logs[1]  # TorchTitan's own device line
     if COMPILE[0] in overrides:
         assert "Compiling each TransformerBlock with torch.compile" in logs[0]
