@@ -349,11 +349,16 @@ class OutputDirectory:
                           f"it is a {kind}, not a regular file, and localneuron never replaces one; name a regular "
                           "file (or - for standard output)")
 
-    def write(self, name: str, data: bytes | str, mode: int = OUTPUT_FILE_MODE) -> str:
-        """Writes name atomically (readers see the old file or the whole new one); returns its path."""
+    def _open_path(self, name: str) -> str:
+        """name's path, while the directory is still open."""
         path = os.path.join(self.path, name)
         if self._fd is None:
             raise OutputError(self.what, path, "its directory was closed")
+        return path
+
+    def write(self, name: str, data: bytes | str, mode: int = OUTPUT_FILE_MODE) -> str:
+        """Writes name atomically (readers see the old file or the whole new one); returns its path."""
+        path = self._open_path(name)
         if not self._replaceable(name):
             return path
         try:
@@ -367,9 +372,7 @@ class OutputDirectory:
     def append(self, name: str, data: bytes | str, mode: int = OUTPUT_FILE_MODE) -> str:
         """Appends to name (created if missing), which must be a regular file of this user's that nobody else
         can write: never through a symlink, never into another user's file, never blocking on a FIFO."""
-        path = os.path.join(self.path, name)
-        if self._fd is None:
-            raise OutputError(self.what, path, "its directory was closed")
+        path = self._open_path(name)
         if not self._replaceable(name):
             return path
         try:
