@@ -12,6 +12,7 @@
 #include "executor/signature.h"
 #include "profiler/trace_plugin.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
@@ -55,6 +56,32 @@ bool map_tensors(c10::IValue& v, Map&& map) {
   for (size_t j = 0; j < list.size(); j++) mapped.push_back(map(list[j]));
   v = c10::IValue(std::move(mapped));
   return true;
+}
+
+// Whether the call writes into repeated elements of a tensor, or into memory another of its tensor arguments partly
+// covers. The CPU refuses most such writes before it reads a byte, so they must not be queued: a queued call
+// reaches its host kernel only later, and its refusal would surface at a synchronisation instead of at the call
+// (the first call of a signature runs at the call, so only later calls need this). Run at the call, the host
+// kernel refuses as the CPU does, or computes what the CPU computes. A write into the very tensor it reads
+// (x.add_(x)) overlaps fully, which the CPU allows, and stays queued.
+bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); i++) {
+    const c10::AliasInfo* alias = args[i].alias_info();
+    const c10::IValue& written = stack[begin + i];
+    if (alias == nullptr || !alias->isWrite() || !written.isTensor()) continue;
+    const at::Tensor& out = written.toTensor();
+    if (!out.defined()) continue;
+    if (at::has_internal_overlap(out) == at::MemOverlap::Yes) return true;
+    for (size_t j = 0; j < args.size(); j++) {
+      const c10::IValue& read = stack[begin + j];
+      if (j != i && read.isTensor() && read.toTensor().defined() &&
+          at::get_overlap_status(out, read.toTensor()) == at::MemOverlapStatus::Partial) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 Executable* compile(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin, uint64_t key) {
@@ -226,7 +253,8 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
     return;
   }
   bool learn = false, in_place = false;
-  if (queues && exe->execution == Execution::Queued && !t_device_route_only && !issuer_needs_own_thread()) {
+  if (queues && exe->execution == Execution::Queued && !t_device_route_only && !issuer_needs_own_thread() &&
+      !overlapping_write(op.schema(), *stack, begin)) {
     const Enqueued enqueued = enqueue_executable(op, stack, begin, *exe, key, work);
     if (enqueued == Enqueued::Yes) return;
     learn = enqueued == Enqueued::UnknownOutputs;

@@ -87,6 +87,34 @@ def test_refusal_is_raised_at_the_call_behind_queued_work_and_changes_nothing(na
     assert torch.equal(pending.cpu(), torch.ones(512, 512))  # the device goes on
 
 
+# In-place writes the CPU refuses for overlap, as calls on two tensors: on one tensor they are the refused writes of
+# WRITES; on two separate ones, the same signature (shapes, strides, offsets) with nothing overlapping.
+IN_PLACE = {
+    "add_ overlapping": lambda x, y: A(x).add_(B(y)),
+    "addcmul_ overlapping": lambda x, y: A(x).addcmul_(B(y), B(y)),
+    "lerp_ overlapping": lambda x, y: A(x).lerp_(B(y), 0.5),
+    "index_copy_ overlapping": lambda x, y: A(x).index_copy_(0, torch.arange(8, device=x.device), B(y)),
+}
+
+
+@pytest.mark.parametrize("name", IN_PLACE)
+def test_refusal_is_raised_at_the_call_also_once_the_signature_runs_queued(name):
+    """Once harmless calls of a signature have run, later calls of it are queued: an overlapping one among them
+    must still be refused at the call, not at the next synchronisation (the order tests run in decided this)."""
+    write = IN_PLACE[name]
+    assert name in REFUSED_AT_THE_CALL and outcome(lambda x: write(x, x), "cpu") == outcome(WRITES[name], "cpu")
+    for _ in range(3):
+        write(torch.arange(9.0, device="neuron"), torch.arange(9.0, device="neuron"))
+    x = torch.arange(9.0, device="neuron")
+    pending = busy_queue()
+    with pytest.raises(RuntimeError) as raised:
+        write(x, x)
+    assert str(raised.value).splitlines()[0] == outcome(WRITES[name], "cpu")[1]
+    torch.neuron.synchronize()
+    assert x.cpu().tolist() == list(range(9))
+    assert torch.equal(pending.cpu(), torch.ones(512, 512))
+
+
 def test_cases_cover_refused_and_allowed_writes():
     assert len(REFUSED_AT_THE_CALL) >= 15
     assert len(WRITES) - len(REFUSED_AT_THE_CALL) >= 6
