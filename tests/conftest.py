@@ -68,6 +68,12 @@ DEVICE_FREE = {
     "nki/test_nki_uninitialised.py": "NKI kernels on the simulator's numpy memories",
 }
 ABOVE_THE_QUEUE = {
+    "compile/test_compile_cache.py": "the persistent compile cache: host files written and read while a graph compiles, "
+                                     "before it is queued; compiled launches are test_compile_graphs' and "
+                                     "test_compile_parity's, in both modes",
+    "compile/test_compile_cache_security.py": "attacks on the compile cache's files and locks, met while a graph "
+                                              "compiles, before anything is queued",
+    "compile/test_compile_progress.py": "the progress lines a compile prints, before its graph is queued",
     "estimate/": "models traced for the cost model: what is priced is the op sequence, the same in both modes",
     "nki/": "an nki_op kernel is one device op to the queue; the kernel itself runs on the simulator",
     "integrations/": "Hugging Face, vLLM and TorchTitan adapters: device placement, memory budgets, weight loading",

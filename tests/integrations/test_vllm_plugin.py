@@ -181,6 +181,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# scripts/test.sh runs this file in two pytest workers (--dist loadgroup): the tests of the one server stay together,
+# in order, on one of them, while the other runs the offline engines
+served = pytest.mark.xdist_group("vllm-serve")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     model = vllm_tiny_models.build(str(tmp_path_factory.mktemp("served")), "llama")
@@ -226,6 +231,7 @@ def _complete(base, prompt, **extra):
     return httpx.post(f"{base}/v1/completions", json=body, timeout=600)
 
 
+@served
 def test_serve_completions_and_chat_streaming_and_not(server):
     import httpx
 
@@ -258,6 +264,7 @@ def test_serve_completions_and_chat_streaming_and_not(server):
     assert "".join(pieces) == answer and answer
 
 
+@served
 def test_serve_eight_concurrent_requests_batch_like_one(server):
     base = server["base"]
     prompts = [PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS)) for i in range(8)]
@@ -268,6 +275,7 @@ def test_serve_eight_concurrent_requests_batch_like_one(server):
     assert [r.json()["choices"][0]["text"] for r in together] == [alone[p] for p in prompts]
 
 
+@served
 def test_start_and_stop_profile_write_a_trace_with_the_device_timeline(server):
     import gzip
 
@@ -287,6 +295,7 @@ def test_start_and_stop_profile_write_a_trace_with_the_device_timeline(server):
     assert "privateuse1_runtime" in categories and "kernel" in categories, sorted(filter(None, categories))
 
 
+@served
 def test_serve_shuts_down_cleanly_and_writes_the_report(server):
     process = server["process"]
     process.send_signal(signal.SIGINT)
