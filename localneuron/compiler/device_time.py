@@ -8,6 +8,7 @@ import torch
 
 from localneuron.compiler import partition
 from localneuron.costmodel import ops as cost_ops
+from localneuron.costmodel.work import DeviceWork, price_graph
 from localneuron.ops.arguments import returns_view
 from localneuron.runtime.config import selected_target
 
@@ -39,14 +40,14 @@ def graph_ops(gm: torch.fx.GraphModule) -> tuple[list, set]:
     return ops, results
 
 
-def graph_seconds(gm: torch.fx.GraphModule) -> float:
+def graph_work(gm: torch.fx.GraphModule, name: str) -> DeviceWork:
     ops, results = graph_ops(gm)
-    return cost_ops.graph(selected_target(), ops, results).total
+    return price_graph(selected_target(), name, ops, results)
 
 
 def register(graph: str, gm: torch.fx.GraphModule, run):
     """`run` counted per call, with the graph's estimated seconds per call recorded."""
-    seconds = graph_seconds(gm)
+    seconds = graph_work(gm, graph).seconds
     with _lock:
         _per_call[graph] = seconds
 

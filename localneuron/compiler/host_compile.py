@@ -105,7 +105,7 @@ def _rounding_marks(gm) -> list:
 def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
                  settings: CompileSettings) -> HostExecutable:
     start = time.perf_counter()
-    estimate = device_time.graph_seconds(gm)
+    work = device_time.graph_work(gm, f"{settings.model_name}_{'backward' if is_backward else 'forward'}")
     on_device = host_graph.output_on_device(gm)
     waited = pending_collectives.waited_inputs(gm)
     gm = host_graph.rewrite_devices(gm)
@@ -121,8 +121,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     if settings.preserve_artifacts:
         artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
                            compiled.source_code, blob if blob is not None else inductor.dump(compiled))
-    return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), estimate,
-                                              f"{settings.model_name}_{'backward' if is_backward else 'forward'}"),
+    return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), work),
                           cache=status, compile_time_s=time.perf_counter() - start, compiled=compiled)
 
 

@@ -9,21 +9,22 @@ import torch
 
 from localneuron import _C
 from localneuron.compiler import pending_collectives
+from localneuron.costmodel.work import DeviceWork
 from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 
 
-def launcher(compiled, on_device: tuple[bool, ...], waited: tuple[int, ...], device_index: int,
-             estimated_seconds: float, name: str):
-    """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`; the inputs at
-    positions `waited` are collective results the graph waits on (pending_collectives.py)."""
+def launcher(compiled, on_device: tuple[bool, ...], waited: tuple[int, ...], device_index: int, work: DeviceWork):
+    """A boxed callable (list of args -> list of outputs) over device tensors for `compiled`, whose every run
+    costs `work`; the inputs at positions `waited` are collective results the graph waits on
+    (pending_collectives.py)."""
 
     def run(args: list) -> list:
-        line_time.note(estimated_seconds)
+        line_time.note(work.seconds)
         if trace_events.recording():
             start = trace_events.now_ns()
             outputs = run_untraced(args)
-            trace_events.record("graph", name, device_index, start, estimated_seconds)
+            trace_events.record(work, device_index, start)
             return outputs
         return run_untraced(args)
 

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroupGloo
 
 from localneuron import _C
-from localneuron.costmodel.collectives import c10d_seconds
+from localneuron.costmodel.work import price_collective
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
@@ -206,13 +206,13 @@ class ProcessGroupNeuron(dist.ProcessGroup):
             checks.check_ranks_agree(self._gloo, kind, outputs, inputs, self._where)
         flat_outputs, flat_inputs = checks.flat(outputs), checks.flat(inputs)
         nbytes = max(_nbytes(flat_outputs), _nbytes(flat_inputs))
-        estimated_seconds = c10d_seconds(selected_target(), kind, nbytes, self._size)
-        stats.record_issue(kind, nbytes, estimated_seconds)
-        line_time.note(estimated_seconds)
+        priced = price_collective(selected_target(), kind, nbytes, self._size)
+        stats.record_issue(kind, nbytes, priced.seconds)
+        line_time.note(priced.seconds)
         works = start()
         traced = None
         if traced_from is not None:
-            traced = trace_events.record("collective", kind, _device_index(flat_outputs + flat_inputs), traced_from,
+            traced = trace_events.record(priced, _device_index(flat_outputs + flat_inputs), traced_from,
                                          bytes=nbytes, ranks=self.size())
         work = NeuronWork(kind, works if isinstance(works, list) else [works], flat_outputs, (outputs, inputs),
                           self._where, traced=traced)

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from localneuron.costmodel.work import price_kernel
 from localneuron.profiler import line_time
 from localneuron.runtime import trace_events
 
@@ -95,10 +96,11 @@ def _call_on_host(launch, args, kwargs):
         with torch.profiler.record_function(f"nki::{launch.kernel.__name__}"):
             start = trace_events.now_ns() if trace_events.recording() else None
             execution = execute(launch.kernel, launch.grid, host_args, host_kwargs)
-            line_time.note(execution.report.latency_ns * 1e-9)
+            report = execution.report
+            work = price_kernel(launch.kernel.__name__, report.latency_ns, report.engine_busy_ns)
+            line_time.note(work.seconds)
             if start is not None:
-                trace_events.record("nki", launch.kernel.__name__, device.index, start,
-                                    execution.report.latency_ns * 1e-9, source="cycle model")
+                trace_events.record(work, device.index, start, source="cycle model")
         _write_back(execution, args, kwargs)
     return execution.outputs_as(lambda host: _to_tensor(host, device, symbolic))
 

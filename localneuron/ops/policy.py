@@ -14,7 +14,8 @@ import torch
 
 from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
-from localneuron.costmodel.ops import eager_seconds, fused_seconds
+from localneuron.costmodel.ops import fused_seconds
+from localneuron.costmodel.work import DeviceWork, price_op
 from localneuron.runtime import call_sites
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
@@ -86,28 +87,32 @@ def on_miss(op, args, kwargs):
         _warn_64bit(_sixty_four_bit_dtypes(args, kwargs))
     else:
         route = Route.DEVICE
-    eager, compiled = (0.0, 0.0) if kind == tracking.VIEW else _estimated_seconds(
-        name, args, kwargs, kind == tracking.FALLBACK)
+    static_shapes, outputs = (False, None) if kind == tracking.VIEW else arguments.run_on_meta(op, args, kwargs)
+    work, compiled = (None, 0.0) if kind == tracking.VIEW else _priced(
+        name, args, kwargs, outputs if static_shapes else None, kind == tracking.FALLBACK)
     executable_id = tracking.register(tracking.Executable(
         op=name, overload=schema.overload_name, kind=kind, listed=listed, signature=_describe(args, kwargs),
-        estimated_seconds=eager, estimated_compiled_seconds=compiled))
+        work=work, estimated_compiled_seconds=compiled))
     if kind == tracking.NATIVE_32BIT:
         _expected_dtypes[executable_id] = downcast.expected_output_dtypes(op, args, kwargs)
         _wide_dtypes[executable_id] = _sixty_four_bit_dtypes(args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
-    execution = queueing.execution_of(op, route, kind == tracking.VIEW, args, kwargs)
-    return route, execution, executable_id, int(eager * 1e9)
+    execution = queueing.execution_of(op, route, kind == tracking.VIEW, args, kwargs, static_shapes)
+    return route, execution, executable_id, int((work.seconds if work is not None else 0.0) * 1e9)
 
 
-def _estimated_seconds(name, args, kwargs, on_host: bool) -> tuple[float, float]:
-    """(eager, inside a compiled graph) per call on the simulated target; the result is about the size
-    of the largest operand (the op has not run yet)."""
+def _priced(name, args, kwargs, outputs, on_host: bool) -> tuple[DeviceWork, float]:
+    """The op's DeviceWork per call on the simulated target, and its seconds inside a compiled graph, priced on
+    the outputs its meta kernel gave. Without them (output shapes that depend on the data) the outputs are
+    taken to be about as large as the largest operand."""
     tensors = arguments.neuron_tensors(args, kwargs)
-    largest = max(tensors, key=lambda t: t.numel(), default=None)
-    outputs = [largest] if largest is not None else []
+    if outputs is None:
+        outputs = [max(tensors, key=lambda t: t.numel())] if tensors else []
+    else:
+        outputs = arguments.neuron_tensors(outputs, {}, device_type="meta")
     target = selected_target()
-    return eager_seconds(target, name, tensors, outputs, on_host), fused_seconds(target, name, tensors, outputs, on_host)
+    return price_op(target, name, tensors, outputs, on_host), fused_seconds(target, name, tensors, outputs, on_host)
 
 
 def _check_host_kernel_exists(schema) -> None:

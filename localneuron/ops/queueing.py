@@ -79,7 +79,9 @@ QUEUED_FALLBACKS = {
 REALLOCATING_INPLACE_VIEWS = {"aten::resize_", "aten::resize_as_", "aten::set_"}
 
 
-def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
+def execution_of(op, route, is_view: bool, args, kwargs, static_shapes: bool) -> Execution:
+    """static_shapes: whether the op's meta kernel gave its outputs (arguments.run_on_meta): it cannot for ops
+    whose output shapes depend on the data."""
     if torch.Tag.inplace_view in op.tags:
         return Execution.SYNCHRONOUS if op._schema.name in REALLOCATING_INPLACE_VIEWS else Execution.METADATA
     if is_view:
@@ -91,7 +93,6 @@ def execution_of(op, route, is_view: bool, args, kwargs) -> Execution:
         return Execution.SYNCHRONOUS  # draws from a default generator (native_dropout has no generator argument)
     if schema.name in SHAPE_FROM_FLOAT_OR_STRING and _has_float_or_string(args, kwargs):
         return Execution.SYNCHRONOUS  # with ints alone (arange(start, end) in generate loops) the key fixes the shape
-    static_shapes, _ = arguments.run_on_meta(op, args, kwargs)  # fails for data-dependent shapes
     return Execution.QUEUED if static_shapes else Execution.SYNCHRONOUS
 
 

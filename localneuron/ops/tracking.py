@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from localneuron import _C
+from localneuron.costmodel.work import DeviceWork
 from localneuron.profiler import line_time
 from localneuron.runtime.environment import read
 
@@ -25,8 +26,12 @@ class Executable:
     kind: str
     listed: bool     # whether the support table names the op (False: assumed native)
     signature: str
-    estimated_seconds: float  # per call, on the simulated target (localneuron/costmodel)
+    work: DeviceWork | None  # what one call costs on the simulated target, priced at the first (None: a view)
     estimated_compiled_seconds: float  # per call, were it part of a compiled graph
+
+    @property
+    def estimated_seconds(self) -> float:
+        return self.work.seconds if self.work is not None else 0.0
 
 
 _lock = threading.Lock()

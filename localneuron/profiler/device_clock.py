@@ -12,7 +12,7 @@ compute where the program issues them asynchronously.
 """
 from dataclasses import dataclass, field
 
-from localneuron.profiler import engines
+from localneuron.costmodel.work import COLLECTIVES, DMA, DeviceWork
 
 
 @dataclass
@@ -26,6 +26,7 @@ class DeviceSpan:
     details: dict = field(default_factory=dict)
     flow: int = 0  # the runtime -> device arrow that ends here
     meta: dict | None = None  # details JSON-encoded for Kineto, when the caller had them already
+    work: DeviceWork | None = None  # what the span shows, as the cost model priced it when it was issued
 
 
 @dataclass
@@ -45,40 +46,43 @@ class DeviceClock:
     def _core(self, core: int) -> _Core:
         return self._cores.setdefault(core, _Core())
 
-    def _place(self, core: int, track: str, name: str, start: int, seconds: float, correlation: int,
-               details: dict, flow: int, meta: dict | None = None) -> int:
-        end = start + max(1, round(seconds * 1e9))
-        self.spans.append(DeviceSpan(core, track, name, start, end, correlation, details, flow, meta))
+    def _place(self, core: int, work: DeviceWork, name: str, start: int, correlation: int, details: dict, flow: int,
+               meta: dict | None = None) -> int:
+        end = start + max(1, round(work.seconds * 1e9))
+        self.spans.append(DeviceSpan(core, work.engine, name, start, end, correlation, details, flow, meta, work))
         return end
 
-    def compute(self, core: int, op: str, issued: int, seconds: float, correlation: int, details: dict,
+    def compute(self, core: int, work: DeviceWork, name: str, issued: int, correlation: int, details: dict,
                 flow: int = 0, meta: dict | None = None) -> None:
+        """An executable, graph or kernel: it owns the core, on the track of the engine its work names."""
         c = self._core(core)
         start = max(issued, c.compute_free, c.inbound_done, c.results_ready)
-        c.compute_free = self._place(core, engines.engine_of(op), op, start, seconds, correlation, details, flow,
-                                     meta)
+        c.compute_free = self._place(core, work, name, start, correlation, details, flow, meta)
 
-    def copy_in(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
+    def copy_in(self, core: int, work: DeviceWork, name: str, issued: int, correlation: int, details: dict,
                 flow: int = 0) -> None:
+        assert work.engine == DMA, work
         c = self._core(core)
         start = max(issued, c.dma_free, c.results_ready)
-        c.dma_free = self._place(core, engines.DMA, name, start, seconds, correlation, details, flow)
+        c.dma_free = self._place(core, work, name, start, correlation, details, flow)
         c.inbound_done = c.dma_free
 
-    def copy_out(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
+    def copy_out(self, core: int, work: DeviceWork, name: str, issued: int, correlation: int, details: dict,
                  flow: int = 0) -> int:
         """Returns when the copy ends: a copy back to the host is what the host waits for."""
+        assert work.engine == DMA, work
         c = self._core(core)
         start = max(issued, c.dma_free, c.compute_free, c.results_ready)
-        c.dma_free = self._place(core, engines.DMA, name, start, seconds, correlation, details, flow)
+        c.dma_free = self._place(core, work, name, start, correlation, details, flow)
         return c.dma_free
 
-    def collective(self, core: int, name: str, issued: int, seconds: float, correlation: int, details: dict,
-                flow: int = 0) -> int:
+    def collective(self, core: int, work: DeviceWork, name: str, issued: int, correlation: int, details: dict,
+                   flow: int = 0) -> int:
         """Returns when the collective ends."""
+        assert work.engine == COLLECTIVES, work
         c = self._core(core)
         start = max(issued, c.collectives_free, c.compute_free)
-        c.collectives_free = self._place(core, engines.COLLECTIVES, name, start, seconds, correlation, details, flow)
+        c.collectives_free = self._place(core, work, name, start, correlation, details, flow)
         return c.collectives_free
 
     def result_seen(self, core: int, collective_end: int) -> None:

@@ -27,14 +27,14 @@ import os
 import warnings
 from collections import namedtuple
 
-import torch
-
 from localneuron import _C
+from localneuron.costmodel.work import TRACKS, price_copy
 from localneuron.ops import tracking
-from localneuron.profiler import capture_config, engines, estimates
+from localneuron.profiler import capture_config
 from localneuron.profiler.device_clock import DeviceClock, DeviceSpan
 from localneuron.profiler.host_clock import HostClock
 from localneuron.runtime import trace_events
+from localneuron.runtime.config import selected_target
 
 WORK_KINDS = ("executable", "host_to_device", "device_to_host", "device_to_device")
 RUNTIME, DEVICE_KERNEL, DEVICE_MEMCPY = 0, 1, 2  # ACTIVITY_KINDS, csrc/profiler/trace_plugin.cpp activity_type()
@@ -92,10 +92,6 @@ def _meta_of(executable_id: int, e: tracking.Executable, cache: str) -> _Executa
     return known
 
 
-def _seconds_for_bytes(op: str, nbytes: int, on_host: bool) -> float:
-    return estimates.estimated_seconds(op, (torch.empty(nbytes, dtype=torch.uint8, device="meta"),), on_host)
-
-
 class _Builder:
     def __init__(self):
         self.pid = os.getpid()
@@ -133,7 +129,7 @@ class _Builder:
         flow = self.flow() if on_device else 0
         self.runtime_activity(RUNTIME_NAMES[e.kind], w.thread, issued, w.end_ns, w.correlation, flow, meta.runtime)
         if on_device:  # a CPU fallback is host work on Trainium too: it stays on the host clock
-            self.clock.compute(w.device, e.op, self.host.simulated(issued), e.estimated_seconds, w.correlation,
+            self.clock.compute(w.device, e.work, e.op, self.host.simulated(issued), w.correlation,
                                meta.device_details, flow, meta.device)
             self.host.skip(issued, w.end_ns)
 
@@ -142,13 +138,13 @@ class _Builder:
         flow = self.flow()
         self.runtime_activity(name, w.thread, w.start_ns, w.end_ns, w.correlation, flow, bytes=w.bytes)
         details = dict(bytes=w.bytes, estimated=True)
-        seconds = _seconds_for_bytes("aten::copy_", w.bytes, on_host=kind != "device_to_device")
+        work = price_copy(selected_target(), kind, w.bytes)
         issued = self.host.simulated(w.start_ns)
         self.host.skip(w.start_ns, w.end_ns)
         if kind == "host_to_device":
-            self.clock.copy_in(w.device, name, issued, seconds, w.correlation, details, flow)
+            self.clock.copy_in(w.device, work, name, issued, w.correlation, details, flow)
             return
-        done = self.clock.copy_out(w.device, name, issued, seconds, w.correlation, details, flow)
+        done = self.clock.copy_out(w.device, work, name, issued, w.correlation, details, flow)
         if kind == "device_to_host":
             self.host.wait_until(w.end_ns, done)
 
@@ -160,12 +156,11 @@ class _Builder:
         issued = self.host.simulated(p.start_ns)
         self.host.skip(p.start_ns, p.end_ns)
         if p.kind == "collective":
-            seconds = _seconds_for_bytes(f"c10d::{p.name}", p.details["bytes"], on_host=False)
-            end = self.clock.collective(p.device, p.name, issued, seconds, p.correlation, details, flow)
+            end = self.clock.collective(p.device, p.work, p.name, issued, p.correlation, details, flow)
             if p.seen_ns:
                 heapq.heappush(self.unseen, (p.seen_ns, p.device, end))
         else:
-            self.clock.compute(p.device, p.name, issued, p.estimated_seconds, p.correlation, details, flow)
+            self.clock.compute(p.device, p.work, p.name, issued, p.correlation, details, flow)
 
     def result(self, config: capture_config.CaptureConfig, spans: list[DeviceSpan]):
         """spans: the device spans the trace captures (captured_spans)"""
@@ -173,9 +168,9 @@ class _Builder:
         cores = sorted({s.core for s in spans})
         devices = [(hw_pid(c), hw_pid(c), f"neuron_hw NC{c}", f"NeuronCore {c} (estimated device time)")
                    for c in cores]
-        resources = [(hw_pid(c), i, i, track) for c in cores for i, track in enumerate(engines.TRACKS)]
-        track_id = {track: i for i, track in enumerate(engines.TRACKS)}
-        device = [(DEVICE_MEMCPY if s.track == engines.DMA else DEVICE_KERNEL, s.name, hw_pid(s.core),
+        resources = [(hw_pid(c), i, i, track) for c in cores for i, track in enumerate(TRACKS)]
+        track_id = {track: i for i, track in enumerate(TRACKS)}
+        device = [(DEVICE_MEMCPY if s.work.kind == "copy" else DEVICE_KERNEL, s.name, hw_pid(s.core),
                    track_id[s.track], s.start_ns, s.end_ns, s.correlation,
                    _meta(**s.details) if s.meta is None else s.meta, s.flow, False)
                   for s in sorted(spans, key=lambda s: (s.core, s.track, s.start_ns))]

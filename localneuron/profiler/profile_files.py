@@ -26,7 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from localneuron import _C
-from localneuron.profiler import engines, kineto_bridge, step_metrics
+from localneuron.costmodel.work import TRACKS
+from localneuron.profiler import kineto_bridge, step_metrics
 from localneuron.runtime.checked_files import OutputDirectory
 
 FORMATS = {
@@ -63,7 +64,7 @@ def _chrome_events(trace, spans, with_runtime: bool) -> list[dict]:
     for core in cores:
         pid = kineto_bridge.hw_pid(core)
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"neuron_hw NC{core}"}})
-        for i, track in enumerate(engines.TRACKS):
+        for i, track in enumerate(TRACKS):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": i, "args": {"name": track}})
     flows = {s.flow for s in spans if s.flow}
     if with_runtime:
@@ -74,7 +75,7 @@ def _chrome_events(trace, spans, with_runtime: bool) -> list[dict]:
                 events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": flow, "pid": pid, "tid": tid,
                                "ts": _us(start)})
     runtime_flows = {a[8] for a in trace.runtime} if with_runtime else set()
-    track_id = {t: i for i, t in enumerate(engines.TRACKS)}
+    track_id = {t: i for i, t in enumerate(TRACKS)}
     for s in sorted(spans, key=lambda s: (s.core, track_id[s.track], s.start_ns)):
         pid, tid = kineto_bridge.hw_pid(s.core), track_id[s.track]
         events.append({"ph": "X", "cat": "neuron_hw", "name": s.name, "pid": pid, "tid": tid, "ts": _us(s.start_ns),

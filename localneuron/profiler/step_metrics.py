@@ -1,39 +1,25 @@
 """Estimated utilisation of the NeuronCore over a window of the device timeline, as Neuron Explorer's
 summary reports it: MFU (model FLOPs / peak FLOPs over the window), HFU (FLOPs the hardware executed /
 peak; equal to MFU here, since the simulated device executes exactly the model's FLOPs) and MBU (HBM
-bytes moved / HBM bandwidth over the window). All of it rests on estimates, and is labelled so."""
-import re
-
-import torch
-
-from localneuron.profiler import estimates
+bytes moved / HBM bandwidth over the window). All of it rests on estimates, and is labelled so: the FLOPs
+and bytes are those the cost model gave each span's work when it was issued (costmodel/work.py)."""
 from localneuron.runtime.config import selected_target
 
-_TENSOR = re.compile(r"(\w+)\[([\d, ]*)\]")
-
-
-def signature_tensors(signature: str) -> list[torch.Tensor]:
-    """The meta tensors an executable's signature ('float32[32, 48], bfloat16[8]') describes."""
-    tensors = []
-    for dtype, shape in _TENSOR.findall(signature):
-        dims = [int(d) for d in shape.split(",") if d.strip()]
-        tensors.append(torch.empty(dims, dtype=getattr(torch, dtype), device="meta"))
-    return tensors
+# the work whose FLOPs and bytes the engines spend; copies and collectives move data for it
+COMPUTE_KINDS = ("op", "graph", "nki")
 
 
 def utilisation(spans, seconds: float) -> dict:
-    """spans: device spans with details op/signature; seconds: the window's length on the device clock."""
+    """spans: device spans (device_clock.DeviceSpan); seconds: the window's length on the device clock."""
     target = selected_target()
     flops = moved = 0.0
     low_precision_flops = 0.0
     for s in spans:
-        signature, op = s.details.get("signature"), s.details.get("op")
-        if not signature or not op:
+        if s.work is None or s.work.kind not in COMPUTE_KINDS:
             continue
-        f, b, low = estimates.work_of(op, signature_tensors(signature))
-        flops += f
-        moved += b
-        low_precision_flops += f if low else 0.0
+        flops += s.work.flops
+        moved += s.work.bytes
+        low_precision_flops += s.work.flops if s.work.low_precision else 0.0
     peak = target.bf16_flops_per_core if low_precision_flops >= flops / 2 else target.fp32_flops_per_core
     window = max(seconds, 1e-12)
     return {

@@ -5,6 +5,7 @@ import threading
 from dataclasses import dataclass, field
 
 from localneuron import _C
+from localneuron.costmodel.work import DeviceWork
 
 
 @dataclass
@@ -14,7 +15,7 @@ class PythonWork:
     device: int
     start_ns: int
     end_ns: int
-    estimated_seconds: float | None  # on the simulated device; None: the profiler prices it
+    work: DeviceWork          # what it costs on the simulated device, priced when it was issued
     correlation: int          # the framework op (or user scope) it ran in
     thread: int
     details: dict = field(default_factory=dict)
@@ -33,14 +34,13 @@ def now_ns() -> int:
     return _C.trace_clock_ns()
 
 
-def record(kind: str, name: str, device: int, start_ns: int, estimated_seconds: float | None = None,
-           **details) -> PythonWork:
+def record(work: DeviceWork, device: int, start_ns: int, **details) -> PythonWork:
     """Note work that started at start_ns (trace clock) and ends now; callers check recording() first."""
-    work = PythonWork(kind, name, device, start_ns, _C.trace_clock_ns(), estimated_seconds,
-                      _C.current_correlation_id(), threading.get_native_id(), details)
+    noted = PythonWork(work.kind, work.name, device, start_ns, _C.trace_clock_ns(), work,
+                       _C.current_correlation_id(), threading.get_native_id(), details)
     with _lock:
-        _work.append(work)
-    return work
+        _work.append(noted)
+    return noted
 
 
 def seen(work: PythonWork) -> None:

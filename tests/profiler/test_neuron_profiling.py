@@ -11,7 +11,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from chrome_trace_check import check
 from fresh_python import run_python
-from localneuron.profiler import engines
+from localneuron.costmodel import work as device_work
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler, ProfileMode
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
@@ -77,7 +77,7 @@ def test_export_trace_writes_the_documented_layout_in_open_formats(tmp_path):
     assert len(addmm) == 4
     for m in addmm:
         [launch] = [r for r in m["runtime"] if r["name"] == "neuron_rt::execute"]
-        assert launch["device"]["engine"] == engines.TENSOR_E and launch["flow_id"]
+        assert launch["device"]["engine"] == device_work.TENSOR_E and launch["flow_id"]
     framework_ids = {e["args"]["External id"] for e in json.loads((out / "trace.json").read_text())["traceEvents"]
                      if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"}
     assert {int(k) for k, m in mapping.items() if m["framework_op"] == "aten::addmm"} == framework_ids
@@ -146,7 +146,7 @@ def test_environment_route_writes_a_profile_at_exit_and_refuses_torch_profiler(t
     system = json.loads((out / "system_profile.json").read_text())
     assert check(system) == []
     mm = [e for e in system["traceEvents"] if e.get("cat") == "neuron_hw" and e["name"] == "aten::mm"]
-    assert len(mm) == 1 and mm[0]["tid"] == engines.TRACKS.index(engines.TENSOR_E)  # model mode: the run after warm-up
+    assert len(mm) == 1 and mm[0]["tid"] == device_work.TRACKS.index(device_work.TENSOR_E)  # model mode: the run after warm-up
     launches = [e for e in system["traceEvents"] if e.get("name") == "neuron_rt::execute" and e["args"]["op"] == "aten::mm"]
     assert len(launches) == 4
 

@@ -12,7 +12,8 @@ from chrome_trace_check import check
 from fresh_python import run_python
 from localneuron.adaptive_eager import engine
 from localneuron.ops import tracking
-from localneuron.profiler import engines, kineto_bridge
+from localneuron.costmodel import work as device_work
+from localneuron.profiler import kineto_bridge
 
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -89,12 +90,12 @@ def test_chrome_trace_is_valid_and_has_one_track_per_core_engine(warm, tmp_path)
     core0 = kineto_bridge.hw_pid(0)
     names = {(e["name"], e["tid"]): e["args"] for e in trace["traceEvents"] if e.get("ph") == "M" and e["pid"] == core0}
     assert names[("process_name", 0)]["name"] == "neuron_hw NC0"
-    tracks = [names[("thread_name", i)]["name"] for i in range(len(engines.TRACKS))]
-    assert tracks == list(engines.TRACKS)
-    on = {e["name"]: engines.TRACKS[e["tid"]] for e in device_events(trace)}
-    assert on["aten::mm"] == engines.TENSOR_E
-    assert on["aten::relu"] == engines.VECTOR_E
-    assert on["neuron_rt::copy_device_to_host"] == engines.DMA  # the .item()
+    tracks = [names[("thread_name", i)]["name"] for i in range(len(device_work.TRACKS))]
+    assert tracks == list(device_work.TRACKS)
+    on = {e["name"]: device_work.TRACKS[e["tid"]] for e in device_events(trace)}
+    assert on["aten::mm"] == device_work.TENSOR_E
+    assert on["aten::relu"] == device_work.VECTOR_E
+    assert on["neuron_rt::copy_device_to_host"] == device_work.DMA  # the .item()
     assert all(e["args"]["estimated"] is True for e in device_events(trace))
 
 
@@ -122,7 +123,7 @@ def test_simulated_clock_queues_work_per_core(warm, tmp_path):
     with profile(activities=BOTH) as prof:
         for _ in range(3):
             step(x, w).item()
-    spans = sorted((e for e in device_events(trace_of(prof, tmp_path)) if e["tid"] != engines.TRACKS.index("DMA")),
+    spans = sorted((e for e in device_events(trace_of(prof, tmp_path)) if e["tid"] != device_work.TRACKS.index("DMA")),
                    key=lambda e: e["ts"])
     for before, after in zip(spans, spans[1:]):  # one executable at a time on a core, whatever its engine
         assert after["ts"] >= before["ts"] + before["dur"] - 1e-3
@@ -235,7 +236,7 @@ def test_collectives_have_bytes_and_their_own_track():
     code = textwrap.dedent("""
         import json, os, tempfile, torch, torch.distributed as dist
         from torch.profiler import profile, ProfilerActivity
-        from localneuron.profiler import engines
+        from localneuron.costmodel import work as device_work
         dist.init_process_group("neuron", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
         t = torch.ones(1024, device="neuron")
         for _ in range(3):
@@ -247,7 +248,7 @@ def test_collectives_have_bytes_and_their_own_track():
         prof.export_chrome_trace(path)
         events = json.load(open(path))["traceEvents"]
         runtime = [e for e in events if e.get("name") == "neuron_rt::collective"]
-        device = [e for e in events if e.get("cat") == "kernel" and e.get("tid") == engines.TRACKS.index("Collectives")]
+        device = [e for e in events if e.get("cat") == "kernel" and e.get("tid") == device_work.TRACKS.index("Collectives")]
         print(json.dumps([runtime[0]["args"]["bytes"], device[0]["name"]]))
         dist.destroy_process_group()
     """)
@@ -302,8 +303,8 @@ def test_collectives_overlap_the_compute_issued_after_them_on_two_ranks():
     from distributed_launcher import run
 
     for spans in run(__file__, "overlap_job", 2, backends=None, timeout=240):
-        (collective,) = [s for s in spans if s[0] == engines.COLLECTIVES]
-        compute = [s for s in spans if s[0] not in (engines.COLLECTIVES, engines.DMA)]
+        (collective,) = [s for s in spans if s[0] == device_work.COLLECTIVES]
+        compute = [s for s in spans if s[0] not in (device_work.COLLECTIVES, device_work.DMA)]
         assert len(compute) == QUEUED_BEFORE + 200
         before, after = compute[:QUEUED_BEFORE], compute[QUEUED_BEFORE:]
         assert collective[1] >= before[-1][2]  # its input is ready only when the queued compute has run
@@ -325,7 +326,7 @@ def test_simulated_host_clock_takes_out_the_time_spent_on_device_work():
     assert host.simulated(220) == 190
 
 
-COMPUTE_ENGINES = {engines.TENSOR_E, engines.VECTOR_E, engines.SCALAR_E, engines.GPSIMD_E}
+COMPUTE_ENGINES = {device_work.TENSOR_E, device_work.VECTOR_E, device_work.SCALAR_E, device_work.GPSIMD_E}
 
 
 def ddp_job():
@@ -364,7 +365,7 @@ def test_ddp_all_reduce_overlaps_the_rest_of_backward_on_two_ranks():
     from distributed_launcher import run
 
     for placed in run(__file__, "ddp_job", 2, backends=None, timeout=240):
-        collectives = [p for p in placed if p[1] == engines.COLLECTIVES]
+        collectives = [p for p in placed if p[1] == device_work.COLLECTIVES]
         compute = [p for p in placed if p[1] in COMPUTE_ENGINES]
         assert len(collectives) >= 2, collectives
         for issued, _, _, start, end in collectives:

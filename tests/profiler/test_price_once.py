@@ -1,0 +1,182 @@
+"""Device work is priced once, by the cost model, on its real inputs and outputs, and the trace shows that price.
+
+The lock: each span of a torch.profiler trace (its duration and its engine track) equals an independent call of
+the cost model (localneuron/costmodel/work.py) on what the same program computes on the CPU: the aten ops a
+dispatch mode sees there, with their real outputs. The ops here are chosen so that an output differs in size from
+the largest input (reductions, gathers, matmuls with k much larger than n, broadcasts, pooling, padding): a price
+guessed from the operands alone differs from the right one."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from localneuron.adaptive_eager import engine
+from localneuron.costmodel import work as device_work
+from localneuron.ops.arguments import returns_view
+from localneuron.profiler import kineto_bridge
+from localneuron.runtime.config import selected_target
+
+torch.manual_seed(0)
+
+
+def _indices(high, *shape):
+    return torch.randint(0, high, shape)
+
+
+# name -> (function, its inputs on the CPU)
+CASES = {
+    "embedding": (lambda w, i: F.embedding(i, w), (torch.randn(4000, 64), _indices(4000, 8, 16))),
+    "index_select": (lambda x, i: x.index_select(0, i), (torch.randn(2048, 64), _indices(2048, 32))),
+    "gather": (lambda x, i: x.gather(1, i), (torch.randn(256, 512), _indices(512, 256, 4))),
+    "advanced indexing": (lambda x, i: x[i], (torch.randn(1024, 32), _indices(1024, 16))),
+    "sum over a dim": (lambda x: x.sum(-1), (torch.randn(512, 2048),)),
+    "mean over a dim": (lambda x: x.mean(0), (torch.randn(512, 2048),)),
+    "amax": (lambda x: x.amax(-1), (torch.randn(256, 1024),)),
+    "max with indices": (lambda x: x.max(-1), (torch.randn(256, 1024),)),
+    "argmax": (lambda x: x.argmax(-1), (torch.randn(256, 1024),)),
+    "var": (lambda x: x.var(-1), (torch.randn(256, 1024),)),
+    "vector norm": (lambda x: torch.linalg.vector_norm(x), (torch.randn(512, 512),)),
+    "topk": (lambda x: x.topk(4, dim=-1), (torch.randn(128, 1024),)),
+    "mm, k >> n": (lambda a, b: a @ b, (torch.randn(64, 4096), torch.randn(4096, 8))),
+    "bmm, k >> n": (torch.bmm, (torch.randn(4, 32, 2048), torch.randn(4, 2048, 8))),
+    "addmm, k >> n": (torch.addmm, (torch.randn(8), torch.randn(32, 4096), torch.randn(4096, 8))),
+    "broadcast add": (lambda a, b: a + b, (torch.randn(512, 1), torch.randn(1, 512))),
+    "broadcast mul": (lambda a, b: a * b, (torch.randn(256, 1, 64), torch.randn(1, 128, 64))),
+    "where with broadcast": (lambda c, a, b: torch.where(c > 0, a, b),
+                             (torch.randn(256, 1), torch.randn(1, 256), torch.randn(256, 256))),
+    "cat": (lambda a, b, c: torch.cat([a, b, c]), (torch.randn(64, 128), torch.randn(64, 128), torch.randn(64, 128))),
+    "repeat": (lambda x: x.repeat(4, 2), (torch.randn(64, 64),)),
+    "constant pad": (lambda x: F.pad(x, (8, 8, 8, 8)), (torch.randn(4, 32, 32),)),
+    "strided convolution": (lambda x, w: F.conv2d(x, w, stride=2), (torch.randn(2, 8, 32, 32), torch.randn(4, 8, 3, 3))),
+    "max pool": (lambda x: F.max_pool2d(x, 2), (torch.randn(2, 8, 32, 32),)),
+    "avg pool": (lambda x: F.avg_pool2d(x, 4), (torch.randn(2, 8, 32, 32),)),
+    "softmax": (lambda x: x.softmax(-1), (torch.randn(512, 2048),)),
+    "cumsum": (lambda x: x.cumsum(-1), (torch.randn(512, 2048),)),
+}
+
+
+class _Calls(TorchDispatchMode):
+    """The aten ops a program runs, with their real inputs and outputs (views left out: they run no work)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not returns_view(func._schema):
+            tensors = lambda tree: [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]  # noqa: E731
+            self.calls.append((func._schema.name, tensors((args, kwargs)), tensors(out)))
+        return out
+
+
+def cost_model_on_the_cpu(fn, inputs) -> list[device_work.DeviceWork]:
+    with _Calls() as mode:
+        fn(*inputs)
+    return [device_work.price_op(selected_target(), name, ins, outs) for name, ins, outs in mode.calls]
+
+
+def device_spans(prof, tmp_path) -> list[dict]:
+    """The trace's events on the NeuronCores' tracks, as a user's viewer reads them, in the order they start."""
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    return sorted((e for e in events if e.get("ph") == "X" and isinstance(e.get("pid"), int)
+                   and e["pid"] >= kineto_bridge.NEURON_HW_PID_BASE), key=lambda e: e["ts"])
+
+
+def spans_on_the_device(fn, inputs, tmp_path) -> list[dict]:
+    on_device = [t.to("neuron") for t in inputs]
+    fn(*on_device)  # each signature's first call, outside the trace
+    torch.neuron.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        fn(*on_device)
+        torch.neuron.synchronize()
+    return device_spans(prof, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def one_executable_per_op():
+    """With Adaptive Eager's concatenation on, a fused run would show as one executable."""
+    with engine.switched(False):
+        yield
+
+
+def test_at_least_twenty_cases_have_an_output_unlike_their_largest_input():
+    differing = []
+    for name, (fn, inputs) in CASES.items():
+        with _Calls() as mode:
+            fn(*inputs)
+        if any(sum(t.numel() for t in outs) != max(t.numel() for t in ins) for _, ins, outs in mode.calls):
+            differing.append(name)
+    assert len(differing) >= 20, differing
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_span_is_the_cost_models_price_on_the_real_outputs(case, tmp_path):
+    fn, inputs = CASES[case]
+    want = cost_model_on_the_cpu(fn, inputs)
+    got = spans_on_the_device(fn, inputs, tmp_path)
+    assert [e["name"] for e in got] == [w.name for w in want]
+    for event, priced in zip(got, want):
+        assert device_work.TRACKS[event["tid"]] == priced.engine, (event["name"], priced)
+        assert event["dur"] == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=2e-3), (event, priced)
+
+
+def test_copies_are_priced_by_direction_and_size(tmp_path):
+    chip = selected_target()
+    host = torch.randn(256, 1024)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        host.to("neuron").cpu()
+    copies = {e["name"]: e for e in device_spans(prof, tmp_path)}
+    for direction in ("host_to_device", "device_to_host"):
+        priced = device_work.price_copy(chip, direction, host.nbytes)
+        event = copies[f"neuron_rt::copy_{direction}"]
+        assert device_work.TRACKS[event["tid"]] == device_work.DMA
+        assert event["dur"] == pytest.approx(priced.seconds * 1e6, abs=2e-3)
+
+
+COLLECTIVE_BYTES = {"all_reduce": 1 << 20, "all_gather_into_tensor": 1 << 10, "reduce_scatter_tensor": 256 << 10}
+
+
+def collectives_job():
+    """Rank job: one profiled call of each collective in COLLECTIVE_BYTES (bytes: the larger of its input and
+    output on one rank); the spans on the collective track as (name, duration in µs)."""
+    import os
+
+    import torch.distributed as dist
+
+    torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("neuron")
+    ranks = dist.get_world_size()
+    reduced = torch.ones(COLLECTIVE_BYTES["all_reduce"] // 4, device="neuron")
+    shard = torch.ones(COLLECTIVE_BYTES["all_gather_into_tensor"] // 4 // ranks, device="neuron")
+    gathered = torch.empty(shard.numel() * ranks, device="neuron")
+    scattered = torch.ones(COLLECTIVE_BYTES["reduce_scatter_tensor"] // 4, device="neuron")
+    out = torch.empty(scattered.numel() // ranks, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        dist.all_reduce(reduced)
+        dist.all_gather_into_tensor(gathered, shard)
+        dist.reduce_scatter_tensor(out, scattered)
+        torch.neuron.synchronize()
+    dist.destroy_process_group()
+    return [(s.name, s.track, (s.end_ns - s.start_ns) / 1e3) for s in kineto_bridge.last_trace.spans
+            if s.track == device_work.COLLECTIVES]
+
+
+def test_collective_spans_are_the_price_of_the_collective_among_its_ranks():
+    """What the distributed statistics and the report's line time charge (collectives.c10d_seconds), not an
+    element-wise op on the buffer's bytes."""
+    from distributed_launcher import run
+
+    chip = selected_target()
+    for spans in run(__file__, "collectives_job", 2, backends=None, timeout=240):
+        assert [name for name, _, _ in spans] == list(COLLECTIVE_BYTES)
+        for name, _, us in spans:
+            priced = device_work.price_collective(chip, name, COLLECTIVE_BYTES[name], 2)
+            assert us == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=1e-3), (name, us, priced)
