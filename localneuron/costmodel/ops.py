@@ -15,9 +15,14 @@ from localneuron.costmodel.time import Breakdown
 
 def eager_op(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False) -> Breakdown:
     moved = sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
+    return launched(chip, moved, 0.0 if on_host else op_work(chip, name, inputs, outputs).compute_s, on_host)
+
+
+def launched(chip: Chip, moved: int, compute: float = 0.0, on_host: bool = False) -> Breakdown:
+    """One executable that moves `moved` bytes through HBM while its engines are busy for `compute` seconds; on the
+    host (a CPU fallback, a copy between host and device), two launches and the host link instead."""
     if on_host:
         return Breakdown(launches=2 * chip.launch_overhead_s, host=moved / chip.host_link_bytes_per_s)
-    compute = op_work(chip, name, inputs, outputs).compute_s
     memory = moved / chip.memory_bytes_per_s_per_core
     return Breakdown(compute=compute, memory=max(0.0, memory - compute), launches=chip.launch_overhead_s)
 

@@ -16,7 +16,7 @@ import torch
 from localneuron.costmodel import engines
 from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.costmodel.hardware import Chip
-from localneuron.costmodel.ops import GraphOp, eager_op, graph
+from localneuron.costmodel.ops import GraphOp, eager_op, graph, launched
 
 TENSOR_E, VECTOR_E, SCALAR_E, GPSIMD_E, DMA, COLLECTIVES = "TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA", "Collectives"
 # the engines of a NeuronCore, in the order a profiler shows their tracks
@@ -30,7 +30,7 @@ LOW_PRECISION = (torch.bfloat16, torch.float16)
 @dataclass(frozen=True)
 class DeviceWork:
     kind: str             # "op", "copy", "collective", "graph" or "nki"
-    name: str             # "aten::mm", "copy_host_to_device", "all_reduce", the graph's or kernel's name
+    name: str             # the op as the dispatcher names it, the copy's direction, the collective, graph or kernel
     engine: str           # one of TRACKS, or HOST
     seconds: float        # per run, on the simulated target
     flops: float = 0.0    # TensorE FLOPs per run (what MFU counts)
@@ -57,12 +57,12 @@ COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device")
 
 
 def price_copy(chip: Chip, direction: str, nbytes: int) -> DeviceWork:
-    """A copy of nbytes: over the host link (one launch each way), or within the device's HBM."""
+    """A copy of nbytes, read once and written once: over the host link (a launch each way), or within HBM."""
     if direction not in COPY_DIRECTIONS:
         raise ValueError(f"a copy goes one of {COPY_DIRECTIONS}, not {direction!r}")
-    buffer = torch.empty(nbytes, dtype=torch.uint8, device="meta")
-    seconds = eager_op(chip, "aten::copy_", [buffer], [buffer], on_host=direction != "device_to_device").total
-    return DeviceWork("copy", direction, DMA, seconds, bytes=2 * nbytes if direction == "device_to_device" else 0)
+    within = direction == "device_to_device"
+    seconds = launched(chip, 2 * nbytes, on_host=not within).total
+    return DeviceWork("copy", direction, DMA, seconds, bytes=2 * nbytes if within else 0)
 
 
 def price_collective(chip: Chip, kind: str, nbytes: int, ranks: int) -> DeviceWork:
