@@ -9,15 +9,36 @@ finalization, one tiny backward per device, built in C++ (so it carries no Pytho
 until each device thread has let go of the previous pass.
 """
 import atexit
+import os
 import sys
 
 from localneuron import _C
 from localneuron.device import neuron_module
 
 
+def _autograd_device_threads_started() -> bool:
+    """Whether PyTorch's autograd engine has started its device threads ("pt_autograd_N"): it starts them at the
+    first backward pass of the process, whatever its tensors' device, and a backward on fake `neuron` tensors
+    (`localneuron estimate`) runs on them without initializing the device. Where threads cannot be listed, True."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:
+            continue  # the thread ended meanwhile
+    return False
+
+
 def drain_autograd_device_threads() -> None:
     # A forked child has no autograd threads of its own, and may not touch the device.
-    if _C.runtime_initialized() and not neuron_module._is_in_bad_fork():
+    if neuron_module._is_in_bad_fork():
+        return
+    if _C.runtime_initialized() or _autograd_device_threads_started():
         _C.drain_autograd_device_threads()
 
 
