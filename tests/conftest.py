@@ -36,6 +36,17 @@ def _back_on_device_zero():
     torch.neuron.set_device(0)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_dynamo_per_file():
+    """Dynamo keeps compiled graphs per code object, and every nn.Sequential shares one forward: after eight input
+    shapes of it in one worker process (config.recompile_limit) a later test's torch.compile silently runs eager.
+    Which files share a worker depends on pytest-xdist's scheduling, so each file starts with dynamo's caches empty.
+    (Only if some earlier file imported dynamo: importing it costs a second.)"""
+    if "torch._dynamo" in sys.modules:
+        torch._dynamo.reset()
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _no_failure_left_untold():
     """A test must not leave a failed queued op that no thread was told of: the test process would exit with status
