@@ -16,7 +16,7 @@ import torch
 from localneuron.costmodel import engines
 from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.costmodel.hardware import Chip
-from localneuron.costmodel.ops import GraphOp, eager_op, graph, launched
+from localneuron.costmodel.ops import GraphOp, graph, launched
 
 TENSOR_E, VECTOR_E, SCALAR_E, GPSIMD_E, DMA, COLLECTIVES = "TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA", "Collectives"
 # the engines of a NeuronCore, in the order a profiler shows their tracks
@@ -43,13 +43,13 @@ def _engine(op: engines.OpWork) -> str:
 
 
 def price_op(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False) -> DeviceWork:
-    """An eager op, its operands real, fake or meta tensors (only shapes and dtypes are read)."""
+    """An eager op, its operands real, fake or meta tensors (only shapes and dtypes are read): the HBM bytes it
+    reads and writes, while its engines are busy for what engines.op_work gives (ops.launched adds the launch)."""
     moved = sum(engines.tensor_bytes(t) for t in inputs) + sum(engines.tensor_bytes(t) for t in outputs)
-    seconds = eager_op(chip, name, inputs, outputs, on_host).total
     if on_host:
-        return DeviceWork("op", name, HOST, seconds, bytes=moved)
+        return DeviceWork("op", name, HOST, launched(chip, moved, on_host=True).total, bytes=moved)
     work = engines.op_work(chip, name, inputs, outputs)
-    return DeviceWork("op", name, _engine(work), seconds, work.flops, moved,
+    return DeviceWork("op", name, _engine(work), launched(chip, moved, work.compute_s).total, work.flops, moved,
                       any(t.dtype in LOW_PRECISION for t in inputs))
 
 
