@@ -1,6 +1,7 @@
 """torch_neuronx: TorchNeuron's public Python API, served by localneuron's simulated device.
 
-Names follow TorchNeuron 2.33 (contract §4.2); each comes from the localneuron layer that implements it.
+Names follow TorchNeuron 2.33 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html);
+each comes from the localneuron layer that implements it.
 """
 import localneuron  # noqa: F401  (registers the device when autoload is disabled)
 from localneuron.device.devices import (  # noqa: F401
@@ -22,4 +23,4 @@ from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distribut
 from torch_neuronx import memory  # noqa: F401,E402
 from torch_neuronx import neuron  # noqa: F401,E402
 from torch_neuronx import profiling  # noqa: F401,E402
-from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (contract §4.2)
+from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (TorchNeuron's top-level name)

@@ -1,4 +1,4 @@
-"""torch_neuronx.profiling: TorchNeuron's profiler configuration for torch.profiler (contract §12).
+"""torch_neuronx.profiling: TorchNeuron's profiler configuration for torch.profiler (docs/support-matrix.md#profiling).
 
     from torch_neuronx.profiling import NeuronConfig, ProfileMode, NeuronProfiler
     cfg = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME], profile_output_dir="./profile")

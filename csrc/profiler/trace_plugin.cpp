@@ -33,8 +33,8 @@ std::atomic<bool> g_trace_recording{false};
 
 namespace {
 
-// A trace without ProfilerActivity.PrivateUse1 has CPU ops only (contract §12): said once, when it starts
-// in a process that uses the device or when the program reads device data while it records.
+// A trace without ProfilerActivity.PrivateUse1 has CPU ops only (docs/support-matrix.md#profiling): said once, when it
+// starts in a process that uses the device or when the program reads device data while it records.
 void hint_missing_device_activity() {
   TORCH_WARN_ONCE("torch.profiler is recording without ProfilerActivity.PrivateUse1, so the trace has no neuron "
                   "runtime or device events (only CPU ops). Profile with activities=[ProfilerActivity.CPU, "

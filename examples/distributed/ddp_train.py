@@ -1,4 +1,5 @@
-"""DDP training on the `neuron` backend, written the way a CUDA script would be (contract §10.7 workflow).
+"""DDP training on the `neuron` backend, written the way a CUDA script would be
+(the reference workflow in docs/support-matrix.md#distributed).
 
     torchrun --nproc_per_node 2 examples/distributed/ddp_train.py                         # neuron + neuron
     torchrun --nproc_per_node 2 examples/distributed/ddp_train.py --device cpu --backend gloo  # reference

@@ -1,5 +1,5 @@
-"""Compilation artifacts under TORCH_NEURONX_DEBUG_DIR, in TorchNeuron's layout (contract §9.6), kept
-only with TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1:
+"""Compilation artifacts under TORCH_NEURONX_DEBUG_DIR, in TorchNeuron's layout
+(docs/support-matrix.md#torchcompile), kept only with TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS=1:
 
     fx_graphs/proc_{rank}/{model}_{timestamp}.fx.txt       the ATen graph as compiled (host devices)
     raw/proc_{rank}/{model}_{timestamp}.host.py            the lowered program: Inductor's wrapper with its C++ kernels

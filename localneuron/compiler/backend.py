@@ -1,4 +1,4 @@
-"""torch.compile(backend="neuron"): Dynamo graph in, device executable out (contract §9).
+"""torch.compile(backend="neuron"): Dynamo graph in, device executable out (docs/support-matrix.md#torchcompile).
 
 Dynamo captures the graph; AOTAutograd, with Inductor's decompositions, splits it into forward and
 backward ATen graphs over neuron FakeTensors; graph_compiler.py turns each into host code that runs

@@ -1,4 +1,4 @@
-"""The persistent compile cache (TorchNeuron's NEFF cache, contract §5.3): one file per key.
+"""The persistent compile cache (TorchNeuron's NEFF cache, docs/support-matrix.md#torchcompile): one file per key.
 
 Trust model: nothing in the cache directory is believed until checked. Every entry is sealed with an
 HMAC under a secret only its writers can read (cache_secret.py) over the entry's own key and payload,

@@ -1,4 +1,4 @@
-"""The errors the backend raises on purpose, with the texts users search for (contract §9.3, §9.5).
+"""The errors the backend raises on purpose, with the texts users search for (docs/support-matrix.md#torchcompile).
 
 They derive from NeuronCompileError so that fallback execution (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0)
 never hides them: they describe the program, not a compiler failure.

@@ -1,5 +1,5 @@
-"""Per-graph compilation metrics (torch_neuronx.get_dynamo_metrics, contract §9.9) and the static-shape
-recompile log the portability report shows.
+"""Per-graph compilation metrics (torch_neuronx.get_dynamo_metrics, docs/support-matrix.md#torchcompile) and the
+static-shape recompile log the portability report shows.
 
 A "graph" is one executable the backend built: the forward, backward or inference graph of one
 Dynamo graph. Recompiles are counted per Dynamo frame: TorchNeuron compiles static shapes only, so

@@ -1,4 +1,4 @@
-"""Where a compiled graph's inputs and outputs live (contract §9.5).
+"""Where a compiled graph's inputs and outputs live (docs/support-matrix.md#torchcompile).
 
 CPU tensor inputs are copied to the device when the graph runs (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1
 makes them an error), so a graph traced on CPU tensors is compiled for their device copies: its

@@ -1,7 +1,8 @@
 """What a torch.compile(backend="neuron") call is configured with: its options and the environment.
 
-Contract §9.2, §9.5, §9.6, §5.3, §7.5 and §19 name the variables and their defaults; the one environment
-table (runtime/environment.py) reads and checks them, once per compiled graph.
+TorchNeuron's environment variables page names the variables and their defaults
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html; here: docs/environment.md);
+the one environment table (runtime/environment.py) reads and checks them, once per compiled graph.
 """
 import logging
 from dataclasses import dataclass

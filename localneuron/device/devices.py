@@ -7,7 +7,7 @@ from localneuron import _C
 def is_available() -> bool:
     try:
         return device_count() > 0
-    except Exception:  # contract: never raises
+    except Exception:  # TorchNeuron's is_available() never raises
         return False
 
 

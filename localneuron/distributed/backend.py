@@ -1,4 +1,4 @@
-"""Registers `neuron` with c10d, as TorchNeuron does (contract §10.1): after this,
+"""Registers `neuron` with c10d, as TorchNeuron does (docs/support-matrix.md#distributed): after this,
 `dist.init_process_group("neuron")`, composite strings like "cpu:gloo,neuron:neuron", `new_group` and
 `init_device_mesh("neuron", ...)` all create a ProcessGroupNeuron."""
 from datetime import timedelta

@@ -1,9 +1,9 @@
-"""ProcessGroupNeuron: the `neuron` c10d process group (contract §10.3).
+"""ProcessGroupNeuron: the `neuron` c10d process group (docs/support-matrix.md#distributed).
 
 Every collective runs on an inner ProcessGroupGloo over host aliases of the device tensors
 (`_C.cpu_alias`: same bytes, same strides), so Gloo reads from and writes into device memory with no
 copy in between and nothing of ours on the wire. Gloo's own checks (dtypes, sizes, contiguity, reduce
-op per dtype) and its timeouts apply unchanged; this class adds the contract's restrictions, the
+op per dtype) and its timeouts apply unchanged; this class adds TorchNeuron's restrictions, the
 device-level ops Gloo lacks (PREMUL_SUM, the *_coalesced tensor variants), and a NeuronWork per call.
 
 A Python ProcessGroup subclass because c10d's Backend cannot be subclassed from Python; c10d then
@@ -164,7 +164,7 @@ class ProcessGroupNeuron(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
     alltoall_base = all_to_all_single
 
-    # -- unsupported by the contract (torch itself refuses monitored_barrier on any backend but Gloo) --
+    # -- unsupported by TorchNeuron (torch itself refuses monitored_barrier on any backend but Gloo) --
     def recv_anysource(self, *args, **kwargs):
         raise NotImplementedError("recv from any source is not supported by the neuron backend; pass src.")
 

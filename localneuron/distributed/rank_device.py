@@ -1,7 +1,7 @@
-"""One NeuronCore per process under c10d (contract §10.2, §3.3).
+"""One NeuronCore per process under c10d (docs/support-matrix.md#distributed).
 
 When the world group of the `neuron` backend is created, the process attaches to its own core:
-- the device must not have been touched yet (the contract's assertion), because touching it fixed the
+- the device must not have been touched yet (TorchNeuron's assertion), because touching it fixed the
   core set this process runs on;
 - NEURON_RT_VISIBLE_CORES becomes LOCAL_RANK unless the user set it, and it must name exactly one core;
 - the device index is LOCAL_RANK: `neuron:<LOCAL_RANK>` (and plain `neuron`, the current device) is the

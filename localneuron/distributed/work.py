@@ -1,4 +1,4 @@
-"""NeuronWork: the async handle a `neuron` collective returns (contract §10.3, NeuronWork).
+"""NeuronWork: the async handle a `neuron` collective returns (docs/support-matrix.md#distributed, NeuronWork).
 
 The bytes move on Gloo, through host aliases of the device tensors, and an alias does not own its
 memory. So a NeuronWork

@@ -1,4 +1,4 @@
-"""Calling NKI kernels from PyTorch (contract §11).
+"""Calling NKI kernels from PyTorch (docs/support-matrix.md#nki).
 
 * A `@nki.jit` kernel called with tensors runs on the simulator: inputs are copied to the host,
   the kernel runs, outputs come back as tensors on the inputs' device, and inputs the kernel

@@ -1,6 +1,6 @@
 """What a neuron trace captures, from the string torch_neuronx.profiling.NeuronConfig hands to Kineto
 (`_ExperimentalConfig(custom_profiler_config="modes:DEVICE,RUNTIME;max_events_per_nc:N;
-capture_enabled_for_nc:0,1,2-5;profile_output_dir:DIR")`, contract §12.5). An empty string (plain
+capture_enabled_for_nc:0,1,2-5;profile_output_dir:DIR")`, docs/support-matrix.md#profiling). An empty string (plain
 torch.profiler) captures everything."""
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""Profiling without code changes, as the Neuron runtime does it (contract §12, environment route):
+"""Profiling without code changes, as the Neuron runtime does it (docs/support-matrix.md#profiling, environment route):
 
     NEURON_RT_INSPECT_ENABLE=1                    record the whole process
     NEURON_RT_INSPECT_OUTPUT_DIR=DIR              where the profile directory goes (default ./output)

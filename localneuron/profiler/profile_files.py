@@ -1,4 +1,4 @@
-"""The profile directory TorchNeuron's profiler writes (contract §12.2), in open formats:
+"""The profile directory TorchNeuron's profiler writes (docs/output-files.md), in open formats:
 
     <output>/<instance>_pid_<pid>/<timestamp>/
         trace.json                       framework trace (torch.profiler's Chrome trace), when given

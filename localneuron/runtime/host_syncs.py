@@ -1,5 +1,5 @@
 """Blocking host syncs, by the user's call site: on Trainium each one drains the device queue, so a
-training step wants as few as possible (contract §5: execution is asynchronous until the host reads).
+training step wants as few as possible (docs/asynchronous-execution.md: execution is asynchronous until the host reads).
 
 The C++ core calls observe() wherever the host waits for device data; copies made by the runtime
 itself (the CPU fallback moving its inputs) are not the user's syncs and are skipped.

@@ -1,5 +1,5 @@
-"""Where compiled graphs take their inputs from and put their outputs (contract §9.5): CPU inputs are
-copied to the device, TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY makes them an error, and
+"""Where compiled graphs take their inputs from and put their outputs (docs/support-matrix.md#torchcompile): CPU inputs
+are copied to the device, TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY makes them an error, and
 TORCH_NEURONX_RETAIN_DEVICE_MODE returns outputs on the inputs' device."""
 import pytest
 import torch

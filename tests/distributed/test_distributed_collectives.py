@@ -1,5 +1,5 @@
-"""Every collective of the `neuron` backend against the same call on CPU + Gloo (contract §10.3), on 2 real
-processes; then the coalesced and functional variants, and the contract's refusals."""
+"""Every collective of the `neuron` backend against the same call on CPU + Gloo (docs/support-matrix.md#distributed),
+on 2 real processes; then the coalesced and functional variants, and the documented refusals."""
 from contextlib import nullcontext
 
 import pytest

@@ -1,7 +1,7 @@
-"""Parallelism on the `neuron` backend against the same job on CPU + Gloo, rank by rank (contract §10.7):
-DDP, FSDP2, tensor and sequence parallelism, pipeline parallelism, FSDP x TP on a 2-D mesh, a
-distributed checkpoint of an FSDP2 model, and compiled blocks among them. Each job trains a small
-model for a few steps and returns its losses and parameters; the neuron run must match the CPU run."""
+"""Parallelism on the `neuron` backend against the same job on CPU + Gloo, rank by rank (the reference workflow in
+docs/support-matrix.md#distributed): DDP, FSDP2, tensor and sequence parallelism, pipeline parallelism, FSDP x TP on a
+2-D mesh, a distributed checkpoint of an FSDP2 model, and compiled blocks among them. Each job trains a small model
+for a few steps and returns its losses and parameters; the neuron run must match the CPU run."""
 import torch
 import torch.distributed as dist
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Process-group behaviour of the `neuron` backend (contract §10.1-10.3, §3.3): one core per rank, the init
+"""Process-group behaviour of the `neuron` backend (docs/support-matrix.md#distributed): one core per rank, the init
 ordering assertion, composite backend strings, subgroups, and the documented refusals."""
 import os
 

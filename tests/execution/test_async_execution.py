@@ -1,4 +1,4 @@
-"""Asynchronous execution (contract §5.2): ops are queued per device and stream and Python runs ahead;
+"""Asynchronous execution (docs/asynchronous-execution.md): ops are queued per device and stream and Python runs ahead;
 host reads, synchronize() and events are the synchronisation points; memory is stream-ordered; errors in
 queued work surface at the next synchronisation point with the op, its signature and the user's line;
 NEURON_LAUNCH_BLOCKING=1 runs every op when it is issued.

@@ -103,7 +103,7 @@ def test_gcd_at_the_signed_minimum_matches_cpu(dtype):
 
 
 def test_gcd_int64_follows_the_64bit_policy_at_the_int32_minimum(quiet):
-    # int64 is computed in 32 bits (TorchNeuron's 64-bit policy, torchneuron-behaviour.md 8.2): results
+    # int64 is computed in 32 bits (TorchNeuron's 64-bit policy, docs/support-matrix.md#eager-ops): results
     # outside the int32 range wrap. gcd(-2**31, 0) is 2**31 on the CPU and wraps to -2**31; every
     # other result of int32-range inputs is the CPU's.
     a32, b32 = _signed_int_grid(torch.int32)

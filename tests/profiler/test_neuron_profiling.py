@@ -1,5 +1,5 @@
-"""torch_neuronx.profiling (contract §12): NeuronConfig / ProfileMode / NeuronProfiler.export_trace with
-TorchNeuron's directory layout in open formats, and the NEURON_RT_INSPECT_* environment route."""
+"""torch_neuronx.profiling (docs/support-matrix.md#profiling): NeuronConfig / ProfileMode / NeuronProfiler.export_trace
+with TorchNeuron's directory layout in open formats, and the NEURON_RT_INSPECT_* environment route."""
 import csv
 import json
 import textwrap

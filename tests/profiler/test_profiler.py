@@ -1,5 +1,5 @@
-"""torch.profiler on the neuron device (contract §12): framework ops, runtime events and an estimated
-device timeline per NeuronCore engine, linked by flow events, in key_averages() and the Chrome trace."""
+"""torch.profiler on the neuron device (docs/support-matrix.md#profiling): framework ops, runtime events and an
+estimated device timeline per NeuronCore engine, linked by flow events, in key_averages() and the Chrome trace."""
 import json
 import textwrap
 import warnings
@@ -156,7 +156,7 @@ def test_device_queue_builds_up_when_the_host_issues_faster_than_the_core_runs(w
 
 def test_cpu_fallback_shows_host_copies_not_device_compute(warm, tmp_path, quiet):
     with profile(activities=BOTH) as prof:
-        torch.randn(8, 8, device="neuron")  # aten::normal_ falls back to the CPU (contract §7)
+        torch.randn(8, 8, device="neuron")  # aten::normal_ falls back to the CPU (docs/support-matrix.md#eager-ops)
     trace = trace_of(prof, tmp_path)
     runtime = [e for e in trace["traceEvents"] if e.get("cat") == "privateuse1_runtime"]
     assert any(e["name"] == "neuron_rt::cpu_fallback" and e["args"]["op"] == "aten::normal_" for e in runtime)

@@ -4,10 +4,10 @@ A job is a function `job(device: str, **kwargs)` in a test file. `run(...)` star
 with the launcher environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT on a
 free loopback port), kills all of them after a hard timeout, and returns what each rank's job returned.
 
-`backends` chooses the process groups: for each (device, backend) pair the rank initialises the group,
-runs the job and destroys the group, all in one process, so a job can be compared with its CPU + Gloo
-twin rank by rank (contract §10.7) at the cost of one launch. The neuron run goes first: the contract
-forbids touching the device before init_process_group, and a CPU run leaves it untouched either way.
+`backends` chooses the process groups: for each (device, backend) pair the rank initialises the group, runs the job
+and destroys the group, all in one process, so a job can be compared with its CPU + Gloo twin rank by rank (the
+reference workflow in docs/support-matrix.md#distributed) at the cost of one launch. The neuron run goes first: the
+documented ordering forbids touching the device before init_process_group, and a CPU run leaves it untouched either way.
 With `backends=None` the job initialises whatever it needs itself.
 """
 import json

@@ -1,8 +1,8 @@
 """FlexAttention on `neuron`: PyTorch 2.13 gates flex_attention to a fixed list of device types.
 
-TorchNeuron runs FlexAttention on the NeuronCore (eager, and as compiled regions in "mixed mode", contract
-§9.4, §11.5). Here its eager implementation (the dense reference, differentiable) runs on the device,
-and the `neuron` compile backend runs the flex_attention higher-order ops eagerly inside compiled graphs
+TorchNeuron runs FlexAttention on the NeuronCore (eager, and as compiled regions in "mixed mode",
+docs/support-matrix.md#torchcompile). Here its eager implementation (the dense reference, differentiable) runs on
+the device, and the `neuron` compile backend runs the flex_attention higher-order ops eagerly inside compiled graphs
 (compiler/partition.py). Only the device gate is widened; every other check of PyTorch's stays.
 """
 
