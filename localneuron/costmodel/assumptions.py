@@ -7,7 +7,8 @@ so benchmarks/calibration.py can refit them in its cross-validation.
 
 # TensorE sustains this fraction of the tile-level matmul rate on large, well-blocked matmuls:
 # the NKI matmul tutorial's fully blocked kernel reaches 85.24% of the NeuronCore-v2 peak
-# (reference notes §7.5); the remaining 15% are DMA waits and PSUM evictions that no schedule hides.
+# (https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/nki/tutorials/matrix_multiplication.rst);
+# the remaining 15% are DMA waits and PSUM evictions that no schedule hides.
 TENSOR_ENGINE_EFFICIENCY = 0.85
 
 # A collective costs a start (the collective engines of every rank hand-shake before data moves) and
@@ -55,5 +56,7 @@ RULES = (
     "Gradients accumulate in fp32 over the micro-batches: each backward reads and writes the accumulator.",
     "A decode step appends one token to the KV cache, so the cache lies token by token in HBM and reading it "
     "uses DMA descriptors of one token's keys (or values) of the core's heads: below 4 KiB they run under the "
-    "sustained rate by the per-descriptor cost the 4 KiB figure implies (reference §8.6; the NKI cycle model's rule).",
+    "sustained rate by the per-descriptor cost the 4 KiB figure implies (the NKI DMA bandwidth guide, "
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html; "
+    "the NKI cycle model's rule).",
 )

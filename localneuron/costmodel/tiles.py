@@ -1,13 +1,19 @@
-"""Published per-instruction cycle rules (reference notes §8) that both the NKI cycle model and the
-op/graph cost model use: one formula for a TensorE tile, one floor for engine instructions."""
+"""Published per-instruction cycle rules that both the NKI cycle model and the op/graph cost model use:
+one formula for a TensorE tile, one floor for engine instructions.
+
+Sources (RTD/ = https://awsdocs-neuron.readthedocs-hosted.com/en/latest/, the AWS Neuron documentation):
+  [nc-v2-arch] RTD/nki/guides/architecture/trainium_inferentia2_arch.html (NKI architecture guide, NeuronCore-v2)
+  [isa-2.26]   https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/nki/api/nki/isa/__init__.py (cost tables)
+  [perf-guide] RTD/nki/deep-dives/nki_perf_guide.html
+"""
 import math
 
-MIN_II = 64              # minimum initiation interval of Vector/Scalar instructions (§8.2)
-GPSIMD_START = 150       # GpSimd start-up cost per instruction (§8.4)
-MM_INIT_LATENCY = 64     # TensorE floor per MultiplyMoving (§8.1)
+MIN_II = 64              # minimum initiation interval of Vector/Scalar instructions ([nc-v2-arch], [isa-2.26])
+GPSIMD_START = 150       # GpSimd start-up cost per instruction ([isa-2.26])
+MM_INIT_LATENCY = 64     # TensorE floor per MultiplyMoving ([nc-v2-arch], [isa-2.26] nc_matmul)
 # Extra time before a dependent instruction can consume a result (semaphore, access setup,
 # pipeline drain). 200 cycles makes dependent one-element ScalarE instructions issue every
-# 264 cycles = 189 ns on gen2, as measured in the NKI performance guide.
+# 264 cycles = 189 ns on gen2, as measured in the NKI performance guide [perf-guide] (derived: fitted to it).
 DEPENDENCY_LATENCY = 200
 MOVING_FREE_MAX = 512    # one PSUM bank holds 512 fp32 accumulators per partition
 

@@ -1,7 +1,8 @@
 """ALU operators: the `op=` of tensor_tensor / tensor_scalar / tensor_reduce, and the nl
 functions of the same name (nl.add(x, y) builds a new tile with one instruction).
 
-Which engine implements which operator follows the published operator table (§3.3).
+Which engine implements which operator follows the published ALU operator table in
+https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/nki/api/nki.api.shared.rst.
 """
 from dataclasses import dataclass
 

@@ -5,7 +5,9 @@ from .errors import NkiConstraintError, NkiUsageError, require
 from .run import current_run
 from .tensor import NkiTensor
 
-# Which memories each engine may read and write (reference notes §2.1, §3.3).
+# Which memories each engine may read and write: the NKI architecture guide (memory hierarchy),
+# https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium_inferentia2_arch.html,
+# and dma_copy in https://github.com/aws-neuron/aws-neuron-sdk/blob/master/nki/api/nki/isa/__init__.py.
 ENGINE_ACCESS = {
     "tensor": {"read": {"sbuf"}, "write": {"psum"}},
     "vector": {"read": {"sbuf", "psum"}, "write": {"sbuf", "psum"}},

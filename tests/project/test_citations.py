@@ -19,6 +19,11 @@ OUT_OF_TREE = re.compile("|".join([
     r"architecture-" + "review",
     _SHARED + "reference",
     r"\.\./" + _SHARED.rstrip("/"),
+    r"(?i:reference\s+notes)",                     # the private hardware notes
+    r"(?i:reference\s*" + _SECTION + ")",
+    r"nki-hardware-" + "profiler",                 # their file
+    r"\(" + _SECTION + r"\s*\d",                   # a bare section number, no document named: theirs
+    r"#\s*" + _SECTION + r"\s*\d",
 ]))
 # Where the NKI library's tree lies on disk (localneuron/nki/library_tree.py looks it up there): allowed.
 NKI_LIBRARY_PATH = _SHARED + "third_party/nki-library"
@@ -47,5 +52,9 @@ def test_no_line_cites_a_document_outside_the_tree():
 def test_the_scan_sees_what_it_looks_for():
     assert OUT_OF_TREE.search("as the Contract " + _SECTION + "9.5 says")
     assert OUT_OF_TREE.search("see ../" + _SHARED + "notes.md")
+    assert OUT_OF_TREE.search("one DMA engine (" + _SECTION + "7.1)")
+    assert OUT_OF_TREE.search("chips_per_instance: int        # " + _SECTION + "7.3")
+    assert OUT_OF_TREE.search("the published rules (reference " + "notes " + _SECTION + "8)")
+    assert not OUT_OF_TREE.search("one DMA engine, theoretical [dma-overview]")
     assert not OUT_OF_TREE.search(("beside the project: " + NKI_LIBRARY_PATH).replace(NKI_LIBRARY_PATH, ""))
     assert ROOT / "README.md" in _tracked_text_files()

@@ -1,4 +1,7 @@
-"""Published per-instruction cycle rules (reference notes §8), in engine cycles.
+"""Published per-instruction cycle rules, in engine cycles: the NKI architecture guide
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium_inferentia2_arch.html)
+and the legacy nki.isa cost tables
+(https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/nki/api/nki/isa/__init__.py).
 
 N is the number of elements per partition an instruction processes. Each function returns
 the instruction's initiation interval on its engine: the time the engine is busy, which is

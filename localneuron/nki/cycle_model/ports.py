@@ -1,4 +1,5 @@
-"""Shared SBUF/PSUM ports: engines that cannot access a memory at the same time (§8.5).
+"""Shared SBUF/PSUM ports: engines that cannot access a memory at the same time (the NKI architecture guide,
+https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium_inferentia2_arch.html).
 
 On gen2, VectorE and GpSimd share the SBUF port and VectorE and ScalarE share the PSUM port.
 From gen3 only VectorE and ScalarE conflict, and only on the same PSUM bank.
