@@ -30,8 +30,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from localneuron import _C
-from localneuron.profiler import line_time
-from localneuron.runtime import call_sites, host_syncs
+from localneuron.runtime import call_sites, host_syncs, line_time
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_gpt.py"
 

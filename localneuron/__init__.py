@@ -9,6 +9,7 @@ from localneuron import _C  # noqa: F401,E402  (loads the C++ core: allocator, g
 from localneuron.device.registration import register as _register  # noqa: E402
 from localneuron.runtime.checked_files import OutputError as _OutputError  # noqa: E402
 from localneuron.runtime.environment import ConfigurationError as _ConfigurationError  # noqa: E402
+from localneuron.runtime.version import VERSION as __version__  # noqa: E402,F401
 
 try:
     _register()
@@ -35,4 +36,3 @@ except (_ConfigurationError, _OutputError) as _error:
                   "fix the variable or unset NEURON_RT_INSPECT_ENABLE.", RuntimeWarning, stacklevel=2)
 _import_hooks.install()  # integrations load only when the library they adapt is imported
 
-__version__ = "0.1.0"

@@ -15,7 +15,7 @@
 //
 // A sample walks the issuing thread's Python frames here and adds to a table keyed by the innermost
 // user frames (code object and instruction offset, turned into lines when the table is read; which frames are
-// the user's is runtime/source_line.h's one rule); localneuron/profiler/line_time.py
+// the user's is runtime/source_line.h's one rule); localneuron/runtime/line_time.py
 // formats the table. Only a thread without a user frame (the autograd engine's) calls the Python
 // sampler, which finds the line that called backward().
 #pragma once

@@ -1,7 +1,6 @@
 """localneuron run SCRIPT [ARGS...] | localneuron info [--ops [PATTERN]] | localneuron estimate ..."""
 import argparse
 import fnmatch
-import json
 import os
 import runpy
 import sys
@@ -61,9 +60,9 @@ def _run(args) -> int:
     import torch  # noqa: F401  (autoload registers the device)
 
     import localneuron  # noqa: F401  (in case autoload is disabled)
-    from localneuron.cli import ranks, report
     from localneuron.device import shutdown
     from localneuron.profiler import inspect_env
+    from localneuron.report import portability, ranks
     from localneuron.runtime import environment
     from localneuron.runtime.checked_files import OutputError, OutputFile
     from localneuron.runtime.config import ConfigurationError, device_config
@@ -98,18 +97,18 @@ def _run(args) -> int:
         return status  # a child the script forked: the report is its parent's to print
     if shutdown.report_unreported_failures("at the end of the run"):
         status = status or 1
-    data = report.collect()
+    data = portability.collect()
     out = sys.stderr if args.report_to_stderr else sys.stdout
     if job is not None:
         data = ranks.exchange(job, data)  # every rank writes its report; rank 0 gets the merged one
     if data is None:
         return status
-    print(report.render(data), file=out)
-    contents = {"--json": lambda: json.dumps(data, indent=2, sort_keys=True)}
+    print(portability.render(data), file=out)
+    contents = {"--json": lambda: portability.to_json(data)}
     if args.html:
-        from localneuron.profiler import html_report
+        from localneuron.report import html_page
 
-        contents["--html"] = lambda: html_report.render(data, sampler.samples)
+        contents["--html"] = lambda: html_page.render(data, sampler.samples)
     for flag, output in outputs.items():
         try:
             output.write(contents[flag]())

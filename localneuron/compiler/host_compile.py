@@ -17,11 +17,11 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor.utils import get_donated_idxs
 
-import localneuron
 from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch, pending_collectives
 from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.runtime.config import selected_target
+from localneuron.runtime.version import VERSION
 
 FORMAT_VERSION = 3  # bump whenever the payload inductor.dump() writes changes
 HIT, MISS, DISABLED = "hit", "miss", "disabled"
@@ -85,7 +85,7 @@ def _inductor_config_digest() -> str:
 def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> str:
     inputs = [(tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
               for t in host_inputs]
-    return key_of(FORMAT_VERSION, torch.__version__, localneuron.__version__, selected_target().name, host_isa(),
+    return key_of(FORMAT_VERSION, torch.__version__, VERSION, selected_target().name, host_isa(),
                   _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm),
                   _rounding_marks(gm), _donated_inputs())
 

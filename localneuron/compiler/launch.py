@@ -10,8 +10,7 @@ import torch
 from localneuron import _C
 from localneuron.compiler import pending_collectives
 from localneuron.costmodel.work import DeviceWork
-from localneuron.profiler import line_time
-from localneuron.runtime import trace_events
+from localneuron.runtime import line_time, trace_events
 
 
 def launcher(compiled, on_device: tuple[bool, ...], waited: tuple[int, ...], device_index: int, work: DeviceWork):

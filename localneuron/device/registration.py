@@ -13,8 +13,7 @@ from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
 from localneuron.ops.whole_ops import route_whole_ops
-from localneuron.profiler import line_time
-from localneuron.runtime import call_sites, host_heap, host_syncs
+from localneuron.runtime import call_sites, host_heap, host_syncs, line_time
 from localneuron.runtime.config import device_config
 from localneuron.runtime.environment import read
 

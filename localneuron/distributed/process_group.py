@@ -20,8 +20,7 @@ from localneuron.costmodel.work import price_collective
 from localneuron.distributed import checks, reduce_ops, stats
 from localneuron.distributed.eager import eager_methods
 from localneuron.distributed.work import NeuronWork
-from localneuron.profiler import line_time
-from localneuron.runtime import trace_events
+from localneuron.runtime import line_time, trace_events
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 

@@ -14,6 +14,7 @@ import json
 from localneuron.distributed import stats
 from localneuron.runtime.checked_files import OutputDirectory
 from localneuron.runtime.environment import read
+from localneuron.runtime.units import bytes_text
 
 REPORT_DIR_ENV = "LOCALNEURON_REPORT_DIR"
 
@@ -32,11 +33,11 @@ def render(data: dict) -> list[str]:
     if not total["calls"]:
         return []  # the backend is loaded with every process; a run without collectives has nothing to say
     lines = [f"Collectives (neuron process groups, {data['transport']} transport): {total['calls']} calls, "
-             f"{_size(total['bytes'])}, {total['seconds']:.3f} s here; estimated on Trainium "
+             f"{bytes_text(total['bytes'])}, {total['seconds']:.3f} s here; estimated on Trainium "
              f"{total['estimated_seconds'] * 1e3:.2f} ms (cost model)"]
     width = max(len(kind) for kind in data["collectives"])
     for kind, s in data["collectives"].items():
-        lines.append(f"  {kind:<{width}}  {s['calls']:>6} calls  {_size(s['bytes']):>10}  {s['seconds']:>9.3f} s")
+        lines.append(f"  {kind:<{width}}  {s['calls']:>6} calls  {bytes_text(s['bytes']):>10}  {s['seconds']:>9.3f} s")
     return lines
 
 
@@ -56,10 +57,3 @@ def write_at_exit(rank: int, world_size: int) -> None:
 def _write(directory: OutputDirectory) -> None:
     data = {**_rank_file, "distributed": collect()}
     directory.write(f"localneuron-report-rank{data['rank']}.json", json.dumps(data, indent=2) + "\n")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024

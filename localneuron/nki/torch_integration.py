@@ -20,8 +20,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from localneuron.costmodel.work import price_kernel
-from localneuron.profiler import line_time
-from localneuron.runtime import trace_events
+from localneuron.runtime import line_time, trace_events
 
 from .dtypes import as_dtype
 from .errors import NkiUsageError

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from localneuron import _C
 from localneuron.costmodel.work import DeviceWork
-from localneuron.profiler import line_time
+from localneuron.runtime import line_time
 from localneuron.runtime.environment import read
 
 NATIVE = "native"

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx
-from localneuron.cli import report
+from localneuron.report import portability
 
 CUDA_TEXT = re.escape("Expected all tensors to be on the same device, but found at least two devices, neuron:0 and neuron:1!")
 
@@ -82,10 +82,10 @@ def test_the_portability_report_counts_refused_calls_and_not_as_executed(quiet):
             torch.cat([a, b])
     with pytest.raises(RuntimeError):
         a @ b
-    data = report.collect()
+    data = portability.collect()
     assert data["cross_device_errors"] == {"aten::cat": 3, "aten::mm": 1}
     assert "aten::cat" not in torch_neuronx.get_executed_ops()
-    text = report.render(data)
+    text = portability.render(data)
     assert "OPERANDS ON TWO NEURONCORES (raised, as CUDA does for two GPUs): 2 ops, 4 calls" in text
     torch_neuronx.clear_op_tracking()
-    assert report.collect()["cross_device_errors"] == {}
+    assert portability.collect()["cross_device_errors"] == {}

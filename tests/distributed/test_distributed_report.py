@@ -18,7 +18,7 @@ def test_collect_and_render_count_calls_bytes_and_time():
                                                  "estimated_seconds": pytest.approx(0.002)}
     assert data["total"] == {"calls": 3, "bytes": 8 << 20, "seconds": 0.25, "estimated_seconds": pytest.approx(0.0021)}
     lines = report.render(data)
-    assert lines[0].startswith("Collectives (neuron process groups, gloo transport): 3 calls, 8.0 MiB")
+    assert lines[0].startswith("Collectives (neuron process groups, gloo transport): 3 calls, 8.00 MiB")
     assert lines[0].endswith("estimated on Trainium 2.10 ms (cost model)")
     assert any(line.split()[:3] == ["all_reduce", "2", "calls"] for line in lines[1:])
     stats.reset()

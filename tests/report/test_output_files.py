@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from cli_runner import localneuron
 from fresh_python import run_python
-from localneuron.cli import ranks
+from localneuron.report import ranks
 from localneuron.profiler import profile_files
 from localneuron.runtime.checked_files import OutputDirectory, OutputError, OutputFile, write_output
 from torch_neuronx.profiling import NeuronConfig, NeuronProfiler

@@ -14,6 +14,6 @@ def neuron_platform() -> str | None:
         return None
     import torch
 
-    import localneuron  # noqa: F401  (registers the device when torch's autoload was turned off)
-
+    # importing this module ran localneuron/__init__.py first, which registers the device even when torch's
+    # autoload was turned off
     return PLATFORM if torch.neuron.is_available() and torch.neuron.device_count() > 0 else None

@@ -1,16 +1,12 @@
 """The vLLM section of the portability report, and the report the serving process writes at shutdown."""
-import json
 import sys
 
 from localneuron.integrations.vllm import stats
 from localneuron.runtime.checked_files import OutputFile
 from localneuron.runtime.environment import read
+from localneuron.runtime.units import bytes_text
 
 _output: OutputFile | None = None  # LOCALNEURON_VLLM_REPORT, opened when the worker starts
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 def collect() -> dict:
@@ -34,9 +30,9 @@ def render(data: dict) -> list[str]:
              f"KV-cache writes {data['kv_cache_writes']} (est. {data['kv_cache_write_seconds'] * 1e3:.2f} ms)"]
     hbm = data["hbm"]
     if hbm:
-        lines.append(f"    HBM of {hbm['device']}: weights {_mib(hbm['weights_bytes'])}, KV cache "
-                     f"{_mib(hbm['kv_cache_bytes'])} ({hbm['kv_cache_blocks']} blocks), largest forward pass "
-                     f"{_mib(hbm['forward_peak_bytes'])}, of {_mib(hbm['capacity_bytes'])}")
+        lines.append(f"    HBM of {hbm['device']}: weights {bytes_text(hbm['weights_bytes'])}, KV cache "
+                     f"{bytes_text(hbm['kv_cache_bytes'])} ({hbm['kv_cache_blocks']} blocks), largest forward pass "
+                     f"{bytes_text(hbm['forward_peak_bytes'])}, of {bytes_text(hbm['capacity_bytes'])}")
     return lines
 
 
@@ -50,14 +46,14 @@ def open_output() -> None:
 
 def write_at_shutdown() -> None:
     """The serving process's portability report: text on stderr, JSON at LOCALNEURON_VLLM_REPORT if set."""
-    from localneuron.cli import report
+    from localneuron.report import portability
 
-    data = report.collect()
+    data = portability.collect()
     seconds = per_token_seconds(data)
     data["vllm"]["estimated_device_seconds_per_token"] = seconds
-    text = report.render(data)
+    text = portability.render(data)
     if seconds is not None:
         text += f"\nEstimated device time per sampled token (cost model): {seconds * 1e3:.3f} ms\n"
     print(text, file=sys.stderr, flush=True)
     if _output is not None:
-        _output.write(json.dumps(data, indent=2, sort_keys=True, default=str))
+        _output.write(portability.to_json(data))

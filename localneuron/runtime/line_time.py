@@ -6,6 +6,8 @@ work, in a table of its own that by_line() reads; compiled-graph launches, colle
 kernels, issued from Python, pass through note(). Work issued by the autograd engine's thread has no
 Python caller: the C++ sampler hands it to _sample(), which credits the user line that called
 backward(), marked as such.
+
+It is fed when work is issued, so it sits in runtime/, below every layer that issues work; the report reads it.
 """
 import sys
 import threading

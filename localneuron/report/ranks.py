@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from localneuron.distributed.report import REPORT_DIR_ENV
-from localneuron.profiler import rank_merge
+from localneuron.report import portability, rank_merge
 from localneuron.runtime.checked_files import OutputDirectory
 from localneuron.runtime.environment import read
 
@@ -64,7 +64,7 @@ def _read(job: Job, rank: int) -> dict | None:
 def exchange(job: Job, data: dict) -> dict | None:
     """Writes this rank's report; on rank 0, returns the merged report (None on other ranks)."""
     data = {**data, "rank": job.rank, "world_size": job.world_size, "started": STARTED}
-    job.directory.write(_name(job, job.rank), json.dumps(data, indent=2, sort_keys=True))
+    job.directory.write(_name(job, job.rank), portability.to_json(data))
     if job.rank != 0:
         return None
     timeout = read(MERGE_TIMEOUT_ENV)

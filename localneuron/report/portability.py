@@ -1,13 +1,17 @@
 """The portability report: what a run would do on Trainium (ops on the device, CPU fallbacks, 64-bit
 downcasts, device memory against capacity, executable-cache behaviour), plus the sections of the
-compile, distributed and NKI layers when the run used them."""
+compile, distributed and NKI layers when the run used them. collect() builds the data once; render()
+and to_json() are its text and JSON views (html_page.py is the HTML one)."""
 import importlib
+import json
 import sys
 
 from localneuron import _C
 from localneuron.ops import tracking
-from localneuron.profiler import line_time, sources
+from localneuron.report import sources
+from localneuron.runtime import line_time
 from localneuron.runtime.config import device_config
+from localneuron.runtime.units import bytes_text
 
 # report section -> the layer package that must have been used, and its report module
 LAYER_SECTIONS = {
@@ -76,10 +80,6 @@ def _device_time(data: dict) -> dict:
             "as_compiled_graphs": data["estimated_compiled_seconds_of_eager_ops"] + rest}
 
 
-def _bytes(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
-
-
 def _op_lines(title: str, ops: dict, limit: int = 25) -> list[str]:
     lines = [f"{title}: {len(ops)} ops, {sum(ops.values())} calls"]
     for op, calls in list(ops.items())[:limit]:
@@ -139,16 +139,16 @@ def render(data: dict) -> str:
     lines += _source_line_lines(data)
     for m in data["memory"]:
         share = 100.0 * m["peak_reserved_bytes"] / m["capacity_bytes"]
-        lines.append(f"Peak device memory on {m['device']}: {_bytes(m['peak_allocated_bytes'])} allocated, "
-                     f"{_bytes(m['peak_reserved_bytes'])} reserved of {_bytes(m['capacity_bytes'])} HBM "
+        lines.append(f"Peak device memory on {m['device']}: {bytes_text(m['peak_allocated_bytes'])} allocated, "
+                     f"{bytes_text(m['peak_reserved_bytes'])} reserved of {bytes_text(m['capacity_bytes'])} HBM "
                      f"({share:.1f}%)" + (f", {m['out_of_memory_errors']} OUT-OF-MEMORY errors"
                                           if m["out_of_memory_errors"] else ""))
     cache = data["executable_cache"]
     lines.append(f"Executable cache: {cache['misses']} compiled (misses), {cache['hits']} hits, "
                  f"{cache['executables']} executables")
     t = data["transfers"]
-    lines.append(f"Host<->device transfers: {_bytes(t['host_to_device_bytes'])} to the device, "
-                 f"{_bytes(t['device_to_host_bytes'])} back to the host")
+    lines.append(f"Host<->device transfers: {bytes_text(t['host_to_device_bytes'])} to the device, "
+                 f"{bytes_text(t['device_to_host_bytes'])} back to the host")
     for name, module in _used_layers():
         lines += module.render(data[name])
     lines += sources.render(data["sources"])
@@ -162,3 +162,9 @@ def render(data: dict) -> str:
         lines += differences
     lines.append("=" * 72)
     return "\n".join(lines)
+
+
+def to_json(data: dict) -> str:
+    """The data as `localneuron run --json` and the rank and vLLM report files write it; a value JSON has no
+    type for (a vLLM section may hold one) is written as its text."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -5,8 +5,8 @@ import html
 import os
 import time
 
-from localneuron.cli import report as text_report
-from localneuron.profiler import line_time
+from localneuron.report import portability
+from localneuron.runtime import line_time
 
 WIDTH, BAR_HEIGHT, LABEL_WIDTH = 760, 18, 330
 COLOURS = {"bars": "#3b7dd8", "memory": "#2a9d5c", "capacity": "#c0392b", "fallback": "#d35400", "sync": "#8e44ad"}
@@ -87,7 +87,7 @@ def render(data: dict, memory_samples: list[dict]) -> str:
     compile_data = data.get("compile") or {}
     compile_rows = [(g["graph"], f"{g['graph']} (compile cache {g['cache']})", g["compile_time_s"])
                     for g in compile_data.get("graphs", [])]
-    text = html.escape(text_report.render(data))
+    text = html.escape(portability.render(data))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
