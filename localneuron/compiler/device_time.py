@@ -45,11 +45,10 @@ def graph_work(gm: torch.fx.GraphModule, name: str) -> DeviceWork:
     return price_graph(selected_target(), name, ops, results)
 
 
-def register(graph: str, gm: torch.fx.GraphModule, run):
-    """`run` counted per call, with the graph's estimated seconds per call recorded."""
-    seconds = graph_work(gm, graph).seconds
+def register(graph: str, run, seconds_per_call: float):
+    """`run` counted per call; a call costs seconds_per_call, what its launches were priced at when compiled."""
     with _lock:
-        _per_call[graph] = seconds
+        _per_call[graph] = seconds_per_call
 
     def counted(args):
         with _lock:

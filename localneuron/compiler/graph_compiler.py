@@ -39,12 +39,14 @@ def compiler_for(graph: DynamoGraph, kind: str):
         with progress.compiling(f"{graph.name}_{kind}"):
             if eager:
                 eager_nodes = partition.with_unpacking(set(eager))
-                run, statuses = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
+                run, executables = _compile_pieces(gm, kind == "backward", graph.settings, eager_nodes)
             else:
                 executable = compile_host(gm, example_inputs, kind == "backward", graph.settings)
-                run, statuses = executable.run, [executable.cache]
+                run, executables = executable.run, [executable]
+        statuses = [executable.cache for executable in executables]
         name = f"{graph.name}_{kind}"
-        run = device_time.register(name, gm, run)
+        # a call costs its compiled pieces' launches, as they were priced (its eager ops are priced as eager ops)
+        run = device_time.register(name, run, sum(executable.work.seconds for executable in executables))
         metrics.record_graph(metrics.NeuronCompilationMetrics(
             graph=name, model_name=graph.settings.model_name, frame=graph.frame,
             compile_id=graph.compile_id, kind=kind,
@@ -84,7 +86,7 @@ def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set
     pieces = partition.split(gm, eager)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
-    steps, statuses = [], []
+    steps, executables = [], []
     with _pieces_report_no_strides():
         for piece in pieces:
             if piece.eager:
@@ -93,7 +95,7 @@ def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set
             module = partition.piece_module(gm, piece)
             executable = compile_host(module, [n.meta["val"] for n in piece.inputs], is_backward, settings)
             steps.append((piece, executable.run))
-            statuses.append(executable.cache)
+            executables.append(executable)
 
     def run(args: list) -> list:
         values = dict(zip(placeholders, args))
@@ -108,4 +110,4 @@ def _compile_pieces(gm, is_backward: bool, settings: CompileSettings, eager: set
         return [values[o] if isinstance(o, torch.fx.Node) else o for o in outputs]
 
     run._boxed_call = True
-    return run, statuses
+    return run, executables

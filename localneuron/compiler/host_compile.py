@@ -20,6 +20,7 @@ from torch._inductor.utils import get_donated_idxs
 from localneuron.compiler import artifacts, device_time, host_graph, inductor, launch, pending_collectives
 from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
+from localneuron.costmodel.work import DeviceWork
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.version import VERSION
 
@@ -34,6 +35,7 @@ class HostExecutable:
     run: object            # boxed callable over device tensors
     cache: str             # hit | miss | disabled
     compile_time_s: float
+    work: DeviceWork       # what one launch costs on the target: the profiler's span, the line time, the report
     compiled: object = None  # the code generator's CompiledFxGraph (Adaptive Eager reads its kernels)
 
 
@@ -122,7 +124,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
         artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
                            compiled.source_code, blob if blob is not None else inductor.dump(compiled))
     return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), work),
-                          cache=status, compile_time_s=time.perf_counter() - start, compiled=compiled)
+                          cache=status, compile_time_s=time.perf_counter() - start, work=work, compiled=compiled)
 
 
 def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: bool):

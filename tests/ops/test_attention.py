@@ -178,11 +178,11 @@ def test_result_and_gradients_laid_out_as_the_meta_kernel_promises():
 def test_compiled_attention_is_the_fused_op_and_matches_cpu(quiet, monkeypatch, heads, kv_heads, qk_size, v_size):
     # The output feeds another op (cos): its backward and the attention's backward both read the saved output,
     # which Inductor once overwrote in place (donated buffers) before the attention's backward read it.
-    from localneuron.compiler import device_time
+    from localneuron.compiler import graph_compiler
 
     graphs = []
-    register = device_time.register
-    monkeypatch.setattr(device_time, "register", lambda name, gm, run: graphs.append(gm) or register(name, gm, run))
+    compile_host = graph_compiler.compile_host
+    monkeypatch.setattr(graph_compiler, "compile_host", lambda gm, *rest: graphs.append(gm) or compile_host(gm, *rest))
     torch._dynamo.reset()
     q, k, v = _inputs(heads, kv_heads, qk_size, v_size, torch.float32)
     kwargs = {"is_causal": True, "enable_gqa": heads != kv_heads}

@@ -180,3 +180,85 @@ def test_collective_spans_are_the_price_of_the_collective_among_its_ranks():
         for name, _, us in spans:
             priced = device_work.price_collective(chip, name, COLLECTIVE_BYTES[name], 2)
             assert us == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=1e-3), (name, us, priced)
+
+
+def per_call_estimate(before: dict, after: dict) -> float:
+    """The report's estimate per call of the one compiled graph that ran between two device_time snapshots."""
+    (name,) = [g for g in after if after[g]["calls"] != before.get(g, {}).get("calls", 0)]
+    was = before.get(name, {"calls": 0, "estimated_seconds": 0.0})
+    return (after[name]["estimated_seconds"] - was["estimated_seconds"]) / (after[name]["calls"] - was["calls"])
+
+
+def test_a_compiled_graph_is_one_span_priced_on_the_graph_its_backend_received(tmp_path):
+    """The graph AOTAutograd hands the backend, captured here on the CPU with the same decompositions, priced by
+    the cost model's fused-graph rule: the trace's one launch and the report's per-call estimate are that price."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.decomposition import select_decomp_table
+
+    from localneuron.compiler import device_time
+
+    def step(x, w):
+        return (x @ w).relu().sum(-1)
+
+    x, w = torch.randn(64, 4096), torch.randn(4096, 8)
+    captured = []
+
+    def capture(gm, example_inputs):
+        captured.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(step, backend=aot_autograd(fw_compiler=capture, decompositions=select_decomp_table()))(x, w)
+        (gm,) = captured
+        priced = device_work.price_graph(selected_target(), "step", *device_time.graph_ops(gm))
+        torch._dynamo.reset()
+        compiled = torch.compile(step, backend="neuron")
+        compiled(x.to("neuron"), w.to("neuron"))  # compiled outside the snapshots
+        before = device_time.estimated_seconds()
+        spans = spans_on_the_device(compiled, (x, w), tmp_path)
+    (graph,) = spans  # one launch, named after the model, and nothing else on the device
+    assert graph["name"] == "model_default_forward"
+    assert device_work.TRACKS[graph["tid"]] == priced.engine == device_work.TENSOR_E
+    assert graph["dur"] == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=2e-3)
+    assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(priced.seconds, rel=1e-12)
+
+
+def test_an_nki_kernel_span_is_its_cycle_model_timing(tmp_path):
+    import nki
+    import nki.language as nl
+
+    @nki.jit
+    def scaled_add(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(a), nl.multiply(nl.load(b), 2.0)))
+        return out
+
+    a, b = torch.randn(128, 512), torch.randn(128, 512)
+    report = nki.benchmark(scaled_add)(a.numpy(), b.numpy())
+    priced = device_work.price_kernel("scaled_add", report.latency_ns, report.engine_busy_ns)
+    spans = spans_on_the_device(scaled_add, (a, b), tmp_path)
+    (kernel,) = [e for e in spans if e["name"] == "scaled_add"]
+    assert device_work.TRACKS[kernel["tid"]] == priced.engine
+    assert kernel["dur"] == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=2e-3)
+
+
+def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path):
+    """An op that runs eagerly (a CPU fallback here) splits the graph: the report's per-call estimate is the sum
+    of the pieces' launches the trace shows (the eager op is priced, and shown, as an eager op)."""
+    from localneuron.compiler import device_time
+
+    def step(x, w):
+        return torch.linalg.inv(x @ w + 4 * torch.eye(64, device=x.device)).sum(-1)
+
+    torch._dynamo.reset()
+    x, w = torch.randn(64, 256), torch.randn(256, 64)
+    compiled = torch.compile(step, backend="neuron")
+    with torch.no_grad(), pytest.warns(UserWarning, match="CPU fallback"):
+        compiled(x.to("neuron"), w.to("neuron"))
+        before = device_time.estimated_seconds()
+        spans = spans_on_the_device(compiled, (x, w), tmp_path)
+    pieces = [e for e in spans if e["name"] == "model_default_forward"]
+    assert len(pieces) == 2, [e["name"] for e in spans]
+    assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(
+        sum(e["dur"] for e in pieces) / 1e6, abs=4e-9)
