@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "contributing.md"
 BEGIN, END = "<!-- ci-phases: begin (benchmarks/ci_phases.py writes this table) -->", "<!-- ci-phases: end -->"
 PHASE = re.compile(r"^== phase (?P<name>.+): (?P<seconds>\d+) s$")
+# how many cores were busy while a phase ran (the whole machine's CPU time over the phase's wall time)
+BUSY = re.compile(r"^== busy (?P<name>.+): (?P<cores>[\d.]+) of (?P<of>\d+) cores$")
 # pytest's closing line, e.g. "2890 passed, 66 skipped, 6 xfailed in 601.23s (0:10:01)"
 CLOSING = re.compile(r"^=*\s*(?P<counts>\d+ passed.*?) in [\d.]+s")
 
@@ -47,9 +49,10 @@ def run_ci(clone: Path) -> tuple[int, list[str], float]:
     return done.returncode, done.stdout.splitlines(), time.monotonic() - started
 
 
-def phases(lines: list[str]) -> list[tuple[str, int, str]]:
-    """(phase, seconds, the counts of the pytest run that closed in it) in the order they ran."""
-    found, counts = [], ""
+def phases(lines: list[str]) -> tuple[list[tuple[str, int, str]], dict[str, str]]:
+    """(phase, seconds, the counts of the pytest run that closed in it) in the order they ran, and how many cores
+    were busy in each phase (and while the extras' tests ran side by side)."""
+    found, busy, counts = [], {}, ""
     for line in lines:
         closing = CLOSING.match(line.strip())
         if closing:
@@ -58,14 +61,20 @@ def phases(lines: list[str]) -> list[tuple[str, int, str]]:
         if match:
             found.append((match["name"], int(match["seconds"]), counts))
             counts = ""
-    return found
+        cores = BUSY.match(line.strip())
+        if cores:
+            busy[cores["name"]] = f"{cores['cores']} of {cores['of']}"
+    return found, busy
 
 
-def table(found: list, total: float, commit: str) -> str:
+def table(found: list, busy: dict, total: float, commit: str) -> str:
     rows = [f"Fresh clone, `bash .ci/run` (CI=true), {datetime.date.today().isoformat()}, commit {commit}, "
-            f"{processor()}:", "", "| phase | time | tests |", "|---|---:|---|"]
-    rows += [f"| {name} | {seconds // 60} min {seconds % 60:02d} s | {counts} |" for name, seconds, counts in found]
-    rows.append(f"| **whole run** | **{int(total) // 60} min {int(total) % 60:02d} s** | |")
+            f"{processor()}:", "", "| phase | time | cores busy | tests |", "|---|---:|---:|---|"]
+    rows += [f"| {name} | {seconds // 60} min {seconds % 60:02d} s | {busy.get(name, '')} | {counts} |"
+             for name, seconds, counts in found]
+    if "extras side by side" in busy:
+        rows.append(f"| (extras' tests, side by side) | | {busy['extras side by side']} | |")
+    rows.append(f"| **whole run** | **{int(total) // 60} min {int(total) % 60:02d} s** | | |")
     return "\n".join(rows)
 
 
@@ -87,13 +96,14 @@ def main() -> int:
     try:
         status, lines, total = run_ci(folder / "clone")
         (folder / "ci.log").write_text("\n".join(lines) + "\n")
-        found = phases(lines)
-        print("\n".join(f"{name}: {seconds} s  {counts}" for name, seconds, counts in found))
+        found, busy = phases(lines)
+        print("\n".join(f"{name}: {seconds} s, {busy.get(name, '?')} cores busy  {counts}"
+                         for name, seconds, counts in found))
         print(f"whole run: {total:.0f} s, exit status {status} (log: {folder / 'ci.log'})")
         if status != 0:
             print("CI failed: the page is left as it was", file=sys.stderr)
             return 1
-        write_page(table(found, total, commit))
+        write_page(table(found, busy, total, commit))
         print(f"wrote the table into {PAGE}")
         return 0
     finally:

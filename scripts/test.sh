@@ -15,12 +15,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
-phase() {  # NAME COMMAND...: runs it, keeps a failure's status, prints how long it took
-  local name="$1" start=$SECONDS
+cpu_ticks() {  # "busy total": the machine's CPU time since boot, in clock ticks (Linux's /proc/stat)
+  awk '/^cpu /{total = 0; for (i = 2; i <= NF; i++) total += $i; print total - $5 - $6, total; exit}' /proc/stat \
+    2>/dev/null || echo "0 0"
+}
+busy_line() {  # NAME "BUSY TOTAL" (from cpu_ticks at its start): how many of the cores were busy meanwhile
+  local busy total now_busy now_total
+  read -r busy total <<< "$2"
+  read -r now_busy now_total < <(cpu_ticks)
+  (( now_total > total )) && echo "== busy $1: $(awk -v b=$((now_busy - busy)) -v t=$((now_total - total)) \
+    -v n="$(nproc)" 'BEGIN { printf "%.2f of %d cores", n * b / t, n }')"
+  return 0
+}
+phase() {  # NAME COMMAND...: runs it, keeps a failure's status, prints how long it took and how busy the cores were
+  local name="$1" start=$SECONDS ticks
+  ticks="$(cpu_ticks)"
   shift
   echo "== $name"
   "$@" || status=$?
   echo "== phase $name: $((SECONDS - start)) s"
+  busy_line "$name" "$ticks"
 }
 phase setup bash scripts/setup.sh
 [[ $status -eq 0 ]] || exit "$status"
@@ -42,6 +56,7 @@ if [[ $# -eq 0 ]]; then
   done
   logs="$(mktemp -d)"
   trap 'rm -rf "$logs"' EXIT
+  extras_ticks="$(cpu_ticks)"
   for extra in "${!extra_pythons[@]}"; do
     ( started=$SECONDS
       code=0
@@ -49,6 +64,7 @@ if [[ $# -eq 0 ]]; then
       echo "$code $((SECONDS - started))" > "$logs/$extra.done" ) &
   done
   wait
+  busy_line "extras side by side" "$extras_ticks"
   for extra in "${!extra_pythons[@]}"; do
     echo "== $extra extra: tests"
     cat "$logs/$extra.log"

@@ -8,8 +8,19 @@ import torch
 # Helper modules shared by tests (sweeps, launchers, tiny models) live in tests/support/, apart from the tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 
+# Inductor checks, once per process, that it can build and load a test library for each vector extension the CPU
+# reports, in its kernel directory; localneuron points that directory into the compile cache, and the compile cache's
+# tests give every process a fresh one, so each such process spent six seconds of g++ on those checks before its
+# first graph (9.2 of a child's 10.8 s compile, measured with cProfile). The tests take the extensions the CPU reports
+# (the same choice, avx512 here) in this process and the processes it starts; what is tested is localneuron's use of
+# the kernels, not the host's C++ compiler.
+os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+
 import localneuron  # noqa: F401  (the device, also when autoload is disabled)
 import torch_neuronx
+from torch._inductor import config as inductor_config
+
+inductor_config.cpp.vec_isa_ok = True
 
 
 @pytest.fixture

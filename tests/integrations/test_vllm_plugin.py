@@ -195,7 +195,8 @@ def server(tmp_path_factory):
     log = open(tmp_path_factory.mktemp("log") / "serve.log", "w+")
     process = subprocess.Popen(
         [*vllm_serve.command(model), "--host", "127.0.0.1", "--port", str(port),
-         "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8", "--kv-cache-memory-bytes", str(64 << 20),
+         "--dtype", "float32", "--max-model-len", "256", "--max-num-batched-tokens", "256", "--max-num-seqs", "8",
+         "--kv-cache-memory-bytes", str(64 << 20),
          "--served-model-name", "tiny", "--seed", "0", "--shutdown-timeout", str(vllm_offline_generate.SHUTDOWN_TIMEOUT_S),
          "--profiler-config.profiler", "torch", "--profiler-config.torch_profiler_dir", str(profiles)],
         env=_env(LOCALNEURON_VLLM_REPORT=str(report)), stdout=log, stderr=subprocess.STDOUT)

@@ -19,7 +19,8 @@ def main(directory: str, max_new_tokens: int, prompts: list[str], enforce_eager:
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
 
-    llm = LLM(model=directory, dtype="float32", max_model_len=256, max_num_seqs=8, seed=0,
+    # at most 256 tokens a step (the model length): a compiled engine builds 9 bucket graphs (1..256), not 12 (1..2048)
+    llm = LLM(model=directory, dtype="float32", max_model_len=256, max_num_batched_tokens=256, max_num_seqs=8, seed=0,
               kv_cache_memory_bytes=64 << 20, enforce_eager=enforce_eager)
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, ignore_eos=True)
     results = llm.generate(prompts, params, use_tqdm=False)
