@@ -128,9 +128,9 @@ def compile_run(description: dict):
         with fake_mode:
             decompositions = {**select_decomp_table(), **EXACT_DECOMPOSITIONS}
             gm = make_fx(build_graph(description), decomposition_table=decompositions)(*example_inputs)
-        ops, results = device_time.graph_ops(gm)
         executable = compile_host(gm, example_inputs, False, _settings())
-    record = stats.new_executable(ops, results, description["lines"], [name for name, _, _ in description["ops"]])
+    record = stats.new_executable(executable.work, device_time.graph_ops(gm)[0], description["lines"],
+                                  [name for name, _, _ in description["ops"]])
     launch = executable.run
 
     def run(inputs: list) -> list:  # also what the C++ program runs while a trace records (the trace's event)

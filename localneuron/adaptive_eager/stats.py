@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from localneuron import _C
 from localneuron.costmodel import ops as cost_ops
+from localneuron.costmodel.work import DeviceWork
 from localneuron.runtime.config import selected_target
 
 _lock = threading.Lock()
@@ -26,12 +27,12 @@ class FusedExecutable:
         return self.calls + (self.program.launches if self.program is not None else 0)
 
 
-def new_executable(graph_ops: list, results: set, lines: list, names: list) -> FusedExecutable:
-    chip = selected_target()
+def new_executable(fused: DeviceWork, graph_ops: list, lines: list, names: list) -> FusedExecutable:
+    """fused: the fused launch as compile_host priced it (what the profiler's span shows); the same ops launched
+    one by one are priced here, for the comparison only (they never run so)."""
     with _lock:
-        record = FusedExecutable(f"adaptive_eager_{len(_executables)}", tuple(names), tuple(lines),
-                                 cost_ops.graph(chip, graph_ops, results).total,
-                                 cost_ops.eager_sequence(chip, graph_ops).total)
+        record = FusedExecutable(f"adaptive_eager_{len(_executables)}", tuple(names), tuple(lines), fused.seconds,
+                                 cost_ops.eager_sequence(selected_target(), graph_ops).total)
         _executables.append(record)
     return record
 
