@@ -96,10 +96,15 @@ ABOVE_THE_QUEUE = {
     "compile/test_compile_cache_security.py": "attacks on the compile cache's files and locks, met while a graph "
                                               "compiles, before anything is queued",
     "compile/test_compile_progress.py": "the progress lines a compile prints, before its graph is queued",
+    "distributed/test_distributed_torchrun.py": "torchrun's two-node rendezvous on loopback and each rank's report "
+                                                "file; the collectives and training its ranks run are "
+                                                "test_distributed_collectives' and _parallelism's, in both modes",
     "estimate/": "models traced for the cost model: what is priced is the op sequence, the same in both modes",
     "nki/": "an nki_op kernel is one device op to the queue; the kernel itself runs on the simulator",
     "integrations/": "Hugging Face, vLLM and TorchTitan adapters: device placement, memory budgets, weight loading",
     "sweeps/": "op-by-op results against the CPU: the host kernel an op runs is the same in both modes",
+    "profiler/test_source_line_time.py": "the time by source line, credited from each op's priced record when it "
+                                         "is issued (runtime/line_time.py), before the queue: the same in both modes",
     "report/": "the portability report and its output files, built from counters both modes keep alike",
     "training/": "end-to-end training examples whose ops the layer tests cover",
 }
