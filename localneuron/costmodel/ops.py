@@ -3,7 +3,9 @@
 Eager: every op is its own executable (one launch), reads its inputs from HBM and writes its outputs
 back. Compiled: a graph is one launch, tiled along its rows: only its inputs and outputs cross HBM, and
 consecutive element-wise ops run as one loop whose engines overlap (assumptions.py). A CPU fallback
-pays two launches and the host link both ways.
+pays two launches and the host link both ways. eager_op is the one price of an eager op (work.price_op
+records it for the device's executables, eager_sequence sums it for a traced forward), and copied the one
+price of a copy (work.price_copy).
 """
 from dataclasses import dataclass
 
@@ -13,9 +15,24 @@ from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
 
 
-def eager_op(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False) -> Breakdown:
-    moved = sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
-    return launched(chip, moved, 0.0 if on_host else op_work(chip, name, inputs, outputs).compute_s, on_host)
+def moved_bytes(inputs: list, outputs: list) -> int:
+    """What an eager op moves through HBM: it reads every input and writes every output."""
+    return sum(tensor_bytes(t) for t in inputs) + sum(tensor_bytes(t) for t in outputs)
+
+
+def eager_op(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False,
+             work: OpWork | None = None) -> Breakdown:
+    """One eager op, an executable of its own, while its engines are busy for `work` (op_work's, computed here
+    unless the caller has it); a CPU fallback pays the host link instead."""
+    if on_host:
+        return launched(chip, moved_bytes(inputs, outputs), on_host=True)
+    work = work if work is not None else op_work(chip, name, inputs, outputs)
+    return launched(chip, moved_bytes(inputs, outputs), work.compute_s)
+
+
+def copied(chip: Chip, nbytes: int, within: bool = True) -> Breakdown:
+    """A copy of nbytes, read once and written once: within HBM, or over the host link (a launch each way)."""
+    return launched(chip, 2 * nbytes, on_host=not within)
 
 
 def launched(chip: Chip, moved: int, compute: float = 0.0, on_host: bool = False) -> Breakdown:
@@ -51,14 +68,21 @@ def fused_seconds(chip: Chip, name: str, inputs: list, outputs: list, on_host: b
     return _in_graph(chip, op_work(chip, name, inputs, outputs), 0.0).total
 
 
+EXECUTABLE, COPY, NOTHING = "executable", "copy", "nothing"
+
+
 @dataclass(frozen=True)
 class GraphOp:
     """One op of a graph: its name, and its operands as (tensor key, tensor) pairs; keys say which
-    operands are the same tensor (a storage), so the graph knows what is produced inside it."""
+    operands are the same tensor (a storage), so the graph knows what is produced inside it. `issued`:
+    what the device issues for it when it runs eagerly (an executable; a copy within HBM of its outputs'
+    bytes; nothing, for an allocation or an op the device runs as a view), which only eager_sequence reads:
+    a compiled graph prices every op by its rule."""
     name: str
     inputs: tuple
     outputs: tuple
     on_host: bool = False
+    issued: str = EXECUTABLE
 
 
 def _fuses(name: str) -> bool:
@@ -132,8 +156,12 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
 
 
 def eager_sequence(chip: Chip, ops: list[GraphOp]) -> Breakdown:
-    """The same ops launched one by one, each an executable of its own (what compiling them saves)."""
+    """The same ops run eagerly, one by one, as the device issues them (GraphOp.issued): what compiling them saves."""
     total = Breakdown()
     for op in ops:
-        total += eager_op(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs], op.on_host)
+        outputs = [t for _, t in op.outputs]
+        if op.issued == COPY and not op.on_host:
+            total += copied(chip, sum(tensor_bytes(t) for t in outputs))
+        elif op.issued != NOTHING:
+            total += eager_op(chip, op.name, [t for _, t in op.inputs], outputs, op.on_host)
     return total

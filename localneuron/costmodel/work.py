@@ -16,7 +16,7 @@ import torch
 from localneuron.costmodel import engines
 from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.costmodel.hardware import Chip
-from localneuron.costmodel.ops import GraphOp, graph, launched
+from localneuron.costmodel.ops import GraphOp, copied, eager_op, graph, moved_bytes
 
 TENSOR_E, VECTOR_E, SCALAR_E, GPSIMD_E, DMA, COLLECTIVES = "TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA", "Collectives"
 # the engines of a NeuronCore, in the order a profiler shows their tracks
@@ -43,25 +43,25 @@ def _engine(op: engines.OpWork) -> str:
 
 
 def price_op(chip: Chip, name: str, inputs: list, outputs: list, on_host: bool = False) -> DeviceWork:
-    """An eager op, its operands real, fake or meta tensors (only shapes and dtypes are read): the HBM bytes it
-    reads and writes, while its engines are busy for what engines.op_work gives (ops.launched adds the launch)."""
-    moved = sum(engines.tensor_bytes(t) for t in inputs) + sum(engines.tensor_bytes(t) for t in outputs)
+    """An eager op, its operands real, fake or meta tensors (only shapes and dtypes are read), at ops.eager_op's
+    price: the one `localneuron estimate` sums for a forward run op by op."""
+    moved = moved_bytes(inputs, outputs)
     if on_host:
-        return DeviceWork("op", name, HOST, launched(chip, moved, on_host=True).total, bytes=moved)
+        return DeviceWork("op", name, HOST, eager_op(chip, name, inputs, outputs, on_host=True).total, bytes=moved)
     work = engines.op_work(chip, name, inputs, outputs)
-    return DeviceWork("op", name, _engine(work), launched(chip, moved, work.compute_s).total, work.flops, moved,
-                      any(t.dtype in LOW_PRECISION for t in inputs))
+    return DeviceWork("op", name, _engine(work), eager_op(chip, name, inputs, outputs, work=work).total, work.flops,
+                      moved, any(t.dtype in LOW_PRECISION for t in inputs))
 
 
 COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device")
 
 
 def price_copy(chip: Chip, direction: str, nbytes: int) -> DeviceWork:
-    """A copy of nbytes, read once and written once: over the host link (a launch each way), or within HBM."""
+    """A copy of nbytes at ops.copied's price: over the host link, or within HBM."""
     if direction not in COPY_DIRECTIONS:
         raise ValueError(f"a copy goes one of {COPY_DIRECTIONS}, not {direction!r}")
     within = direction == "device_to_device"
-    seconds = launched(chip, 2 * nbytes, on_host=not within).total
+    seconds = copied(chip, nbytes, within).total
     return DeviceWork("copy", direction, DMA, seconds, bytes=2 * nbytes if within else 0)
 
 

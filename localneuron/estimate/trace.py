@@ -2,7 +2,9 @@
 same device-specific paths as for real neuron tensors, e.g. fused dropout), op by op, with the device's own routing decision for
 each op (localneuron.ops.policy.classify: support table, CPU fallbacks, 64-bit policy), the
 collectives it would issue, the tensors autograd saves, and the bytes alive at each point (an
-allocator without caching, counting each storage's bytes: what max_memory_allocated measures)."""
+allocator without caching, counting each storage's bytes: what max_memory_allocated measures). Each op also
+records what the device issues for it run eagerly (ISSUED): the executable the device prices with
+costmodel/work.price_op, a copy within HBM, or nothing."""
 import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,11 +15,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from localneuron.costmodel.ops import GraphOp
+from localneuron.costmodel.ops import COPY, EXECUTABLE, NOTHING, GraphOp
 from localneuron.ops import tracking
 from localneuron.ops.policy import classify
 
 _active: list["Trace"] = []
+
+# Ops the device runs eagerly without an executable of its own (its kernels in csrc/aten/kernels.cpp, or
+# PyTorch's composite kernel when the device has none): a conversion or a copy between device tensors is
+# one copy within HBM (_copy_from), priced by the destination's bytes as work.price_copy does; an allocation
+# does no work, nor does _unsafe_view, whose composite kernel is a view.
+ISSUED = {"aten::_to_copy": COPY, "aten::copy_": COPY, "aten::_copy_from": COPY, "aten::_copy_from_and_resize": COPY,
+          "aten::empty": NOTHING, "aten::empty_strided": NOTHING, "aten::resize_": NOTHING,
+          "aten::_unsafe_view": NOTHING}
 
 
 @dataclass
@@ -139,7 +149,7 @@ class Trace(TorchDispatchMode):
         output_keys = [self.key(t) for t in outputs]
         self.phase.ops.append(GraphOp(
             name, tuple(zip(input_keys, map(_shape_only, inputs))), tuple(zip(output_keys, map(_shape_only, outputs))),
-            on_host=on_host))
+            on_host=on_host, issued=ISSUED.get(name, EXECUTABLE)))
 
 
 def _shape_only(t: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.ops import GraphOp
 from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
-from localneuron.estimate.trace import Trace
+from localneuron.estimate.trace import ISSUED, Trace
 
 
 @dataclass
@@ -119,9 +119,9 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
     saved = {k: b for k, b in trace.saved.items() if k not in fixed}
     forward_ops = trace.ops("forward")
     # a weight-only quantized matrix is read at its stored size and widened to the compute dtype by
-    # VectorE before TensorE uses it
+    # VectorE before TensorE uses it (run eagerly, a conversion the device issues as a copy)
     widen = [GraphOp("aten::_to_copy", ((key, torch.empty(p.shape, dtype=torch.int8, device="meta")),),
-                     ((-1 - i, torch.empty(p.shape, dtype=p.dtype, device="meta")),))
+                     ((-1 - i, torch.empty(p.shape, dtype=p.dtype, device="meta")),), issued=ISSUED["aten::_to_copy"])
              for i, (key, p) in enumerate((trace.key(p), p) for p in matrices)] if weight_bytes else []
     graphs = Graphs(widen + forward_ops, set(forward_out) | set(saved), descriptors=cache_descriptors, stored=stored)
     if train:

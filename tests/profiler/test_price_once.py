@@ -4,8 +4,10 @@ The lock: each span of a torch.profiler trace (its duration and its engine track
 the cost model (localneuron/costmodel/work.py) on what the same program computes on the CPU: the aten ops a
 dispatch mode sees there, with their real outputs. The ops here are chosen so that an output differs in size from
 the largest input (reductions, gathers, matmuls with k much larger than n, broadcasts, pooling, padding): a price
-guessed from the operands alone differs from the right one."""
+guessed from the operands alone differs from the right one. `localneuron estimate` is one more view: its eager
+forward time of a model is the sum of the spans the same forward shows on the device."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -262,3 +264,30 @@ def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path):
     assert len(pieces) == 2, [e["name"] for e in spans]
     assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(
         sum(e["dur"] for e in pieces) / 1e6, abs=4e-9)
+
+
+ESTIMATE_MODELS = Path(__file__).resolve().parents[1] / "support" / "estimate_models.py"
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("factory", ["one_layer", "one_llama_layer"])
+def test_estimates_eager_forward_is_the_sum_of_the_forwards_spans(factory, dtype, tmp_path):
+    """`estimate --model-fn` traces the model on fake tensors; "the layers' forward launched op by op would take"
+    is the time the device's spans show for that forward, run eagerly at the same shapes, dtype and target. The
+    inputs are moved to the device before the trace: estimate charges no copy of them from the host."""
+    from localneuron.estimate import factory as model_fn, plan
+    from localneuron.estimate.layout import Layout
+    from localneuron.estimate.trace import fake_device
+
+    spec = f"{ESTIMATE_MODELS}:{factory}"
+    model, inputs = model_fn.load(spec)()
+    model = model.to("neuron", plan.DTYPES[dtype])
+    with torch.no_grad():
+        spans = spans_on_the_device(model, [t.to(plan.DTYPES[dtype]) for t in inputs], tmp_path)
+    assert not [e for e in spans if e["name"] == "neuron_rt::copy_host_to_device"]
+    chip = selected_target()
+    with fake_device():
+        _, result = model_fn.estimate(spec, Layout.make(chip, 1), plan.Request(mode="prefill", dtype=dtype))
+    estimated_us = result["compile_saves"]["eager_forward_s"] * 1e6
+    # each span is a whole number of ns
+    assert sum(e["dur"] for e in spans) == pytest.approx(estimated_us, abs=len(spans) * 0.5e-3)
