@@ -4,7 +4,8 @@
 //
 // Seams: executor_contract.h (routes and callbacks, the contract with Python), signature.* (the
 // cache key), executable_cache.* (executables by key), python_bridge.* (calls into the policy),
-// execution.* (the boxed entry and the device route), fast_ops.cpp (unboxed add/sub/mul/div).
+// execution.* (the boxed entry and the device route), fast_ops.cpp (unboxed entry points for the ops whose
+// records name one, op_records.py `fast`).
 #pragma once
 #include "executor/executor_contract.h"
 
@@ -18,6 +19,11 @@ namespace localneuron {
 // Installs the callbacks and the executor's kernels; once per process (a second call raises).
 void install_executor(ExecutorCallbacks callbacks);
 void install_fast_ops();
+// The unboxed entry points install_fast_ops registers: (op, overload, out overload, form) from the op records'
+// `fast` fields (form: unary, tensor_scalar, binary or binary_alpha; another raises). Before install_executor.
+void set_fast_ops(const std::vector<std::tuple<std::string, std::string, std::string, std::string>>& ops);
+// The ops ("aten::add.Tensor") whose unboxed entry point is registered.
+std::vector<std::string> fast_op_names();
 // Runs a composite op ("name.overload") whole through the executor instead of its decomposition.
 void route_whole(const std::string& op_name);
 // Returns the previous setting; see t_device_route_only in execution.cpp.

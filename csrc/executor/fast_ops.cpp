@@ -15,6 +15,9 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 #include <optional>
 #include <utility>
 
@@ -25,37 +28,34 @@ namespace {
 // arguments followed by `out`, which queued and in-place runs call on the output allocated at issue.
 enum class Form { Unary, TensorScalar, Binary, BinaryAlpha };
 
+// The ops themselves are the op records' `fast` fields (localneuron/ops/op_records.py), handed down at
+// registration (set_fast_ops) before install_fast_ops registers their kernels; here only the forms.
 struct FastOpName {
-  const char* name;
-  const char* overload;
-  const char* out_overload;
+  std::string name;  // "aten::add"
+  std::string overload;
+  std::string out_overload;
   Form form;
 };
 
-// Chosen by their call counts in the Llama and transformer steps of benchmarks/eager_overhead.py.
-constexpr FastOpName kFastOps[] = {
-    {"aten::add", "Tensor", "out", Form::BinaryAlpha},
-    {"aten::sub", "Tensor", "out", Form::BinaryAlpha},
-    {"aten::mul", "Tensor", "out", Form::Binary},
-    {"aten::div", "Tensor", "out", Form::Binary},
-    {"aten::mm", "", "out", Form::Binary},
-    {"aten::bmm", "", "out", Form::Binary},
-    {"aten::pow", "Tensor_Scalar", "Tensor_Scalar_out", Form::TensorScalar},
-    {"aten::neg", "", "out", Form::Unary},
-    {"aten::rsqrt", "", "out", Form::Unary},
-    {"aten::silu", "", "out", Form::Unary},
-    {"aten::relu", "", "out", Form::Unary},
-    {"aten::exp", "", "out", Form::Unary},
-    {"aten::sigmoid", "", "out", Form::Unary},
-    {"aten::tanh", "", "out", Form::Unary},
-};
-constexpr size_t kFastOpCount = sizeof(kFastOps) / sizeof(kFastOps[0]);
+Form parse_form(const std::string& op, const std::string& form) {
+  if (form == "unary") return Form::Unary;
+  if (form == "tensor_scalar") return Form::TensorScalar;
+  if (form == "binary") return Form::Binary;
+  if (form == "binary_alpha") return Form::BinaryAlpha;
+  TORCH_CHECK(false, "the fast op ", op, " has the unknown form '", form,
+              "' (its op record's `fast` field); the forms are unary, tensor_scalar, binary and binary_alpha");
+}
+
+// The kernels are templates on their slot, so each reaches its op without a lookup; the records may name
+// at most this many fast ops.
+constexpr size_t kMaxFastOps = 24;
+std::vector<FastOpName> g_fast_op_names;
 
 struct FastOp {
   const FastOpName* name;
   c10::OperatorHandle handle, out;
 };
-std::optional<FastOp> g_fast_ops[kFastOpCount];
+std::optional<FastOp> g_fast_ops[kMaxFastOps];
 std::unique_ptr<torch::Library> g_fast_library;
 
 using UnaryOut = at::Tensor&(const at::Tensor&, at::Tensor&);
@@ -281,29 +281,63 @@ at::Tensor binary_alpha_kernel(const at::Tensor& a, const at::Tensor& b, const a
 }
 
 template <size_t K>
-void register_fast_op(torch::Library& library) {
-  constexpr FastOpName op = kFastOps[K];
+void register_fast_op(torch::Library& library, size_t slot) {
+  if (slot != K) return;
+  const FastOpName& op = g_fast_op_names[K];
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-  g_fast_ops[K] = FastOp{&kFastOps[K], dispatcher.findSchemaOrThrow(op.name, op.overload),
-                         dispatcher.findSchemaOrThrow(op.name, op.out_overload)};
-  const std::string name = std::string(op.name + 6) + (op.overload[0] != '\0' ? std::string(".") + op.overload : "");
-  if constexpr (op.form == Form::Unary) library.impl(name.c_str(), TORCH_FN(unary_kernel<K>));
-  if constexpr (op.form == Form::TensorScalar) library.impl(name.c_str(), TORCH_FN(tensor_scalar_kernel<K>));
-  if constexpr (op.form == Form::Binary) library.impl(name.c_str(), TORCH_FN(binary_kernel<K>));
-  if constexpr (op.form == Form::BinaryAlpha) library.impl(name.c_str(), TORCH_FN(binary_alpha_kernel<K>));
+  g_fast_ops[K] = FastOp{&op, dispatcher.findSchemaOrThrow(op.name.c_str(), op.overload.c_str()),
+                         dispatcher.findSchemaOrThrow(op.name.c_str(), op.out_overload.c_str())};
+  const std::string name = op.name.substr(6) + (op.overload.empty() ? "" : "." + op.overload);
+  switch (op.form) {
+    case Form::Unary:
+      library.impl(name.c_str(), TORCH_FN(unary_kernel<K>));
+      return;
+    case Form::TensorScalar:
+      library.impl(name.c_str(), TORCH_FN(tensor_scalar_kernel<K>));
+      return;
+    case Form::Binary:
+      library.impl(name.c_str(), TORCH_FN(binary_kernel<K>));
+      return;
+    case Form::BinaryAlpha:
+      library.impl(name.c_str(), TORCH_FN(binary_alpha_kernel<K>));
+      return;
+  }
 }
 
 template <size_t... K>
-void register_fast_ops(torch::Library& library, std::index_sequence<K...>) {
-  (register_fast_op<K>(library), ...);
+void register_fast_op_in_slot(torch::Library& library, size_t slot, std::index_sequence<K...>) {
+  (register_fast_op<K>(library, slot), ...);
 }
 
 }  // namespace
 
+void set_fast_ops(const std::vector<std::tuple<std::string, std::string, std::string, std::string>>& ops) {
+  std::vector<FastOpName> names;
+  for (const auto& [name, overload, out_overload, form] : ops) {
+    TORCH_CHECK(name.rfind("aten::", 0) == 0, "a fast op is an aten op, not ", name);
+    names.push_back({name, overload, out_overload, parse_form(name, form)});
+  }
+  TORCH_CHECK(g_fast_op_names.empty() && !g_fast_library, "the fast ops are already installed (once per process)");
+  TORCH_CHECK(names.size() <= kMaxFastOps, "the op records name ", names.size(),
+              " fast ops; csrc/executor/fast_ops.cpp has ", kMaxFastOps, " slots (raise kMaxFastOps)");
+  g_fast_op_names = std::move(names);
+}
+
+std::vector<std::string> fast_op_names() {
+  std::vector<std::string> names;
+  for (size_t k = 0; k < g_fast_op_names.size(); k++) {
+    const FastOpName& op = g_fast_op_names[k];
+    if (g_fast_ops[k]) names.push_back(op.name + (op.overload.empty() ? "" : "." + op.overload));
+  }
+  return names;
+}
+
 void install_fast_ops() {
   g_fast_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                                     __FILE__, __LINE__);
-  register_fast_ops(*g_fast_library, std::make_index_sequence<kFastOpCount>{});
+  for (size_t slot = 0; slot < g_fast_op_names.size(); slot++) {
+    register_fast_op_in_slot(*g_fast_library, slot, std::make_index_sequence<kMaxFastOps>{});
+  }
 }
 
 }  // namespace localneuron

@@ -171,15 +171,19 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "install_executor",
       [](py::object on_miss, py::object run_python, py::object on_device_failure,
-         const std::vector<std::string>& ops_shaped_by_scalars) {
+         const std::vector<std::string>& ops_shaped_by_scalars,
+         const std::vector<std::tuple<std::string, std::string, std::string, std::string>>& fast_ops) {
+        set_fast_ops(fast_ops);
         install_executor({std::move(on_miss), std::move(run_python), std::move(on_device_failure)});
         set_ops_shaped_by_scalars(ops_shaped_by_scalars);
       },
       py::kw_only(), py::arg("on_miss"), py::arg("run_python"), py::arg("on_device_failure"),
-      py::arg("ops_shaped_by_scalars"),
-      "Installs the executor, its policy callbacks (csrc/executor/executor_contract.h) and the ops whose Scalar "
-      "arguments set their output shape (their values join the signature, csrc/executor/signature.h); once per "
-      "process.");
+      py::arg("ops_shaped_by_scalars"), py::arg("fast_ops"),
+      "Installs the executor, its policy callbacks (csrc/executor/executor_contract.h), the ops whose Scalar "
+      "arguments set their output shape (their values join the signature, csrc/executor/signature.h) and the "
+      "ops with unboxed entry points, (op, overload, out overload, form) (csrc/executor/fast_ops.cpp); both "
+      "from the op records; once per process.");
+  m.def("fast_ops", &fast_op_names, "The ops ('aten::add.Tensor') whose unboxed entry point is registered.");
   m.def(
       "signature",
       [](const std::string& name, const std::string& overload, const py::args& args, const py::kwargs& kwargs) {

@@ -13,6 +13,9 @@ float32: ATen rounds the number to the 16-bit type first, the generated code com
 Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of another dtype stays unfused
 (csrc/fusion/fusion.cpp is_fusible_call says why).
 
+The entries are the op records' `fusible` fields (localneuron/ops/op_records.py, each with its reason where
+it has one); this module derives the tables Adaptive Eager reads from them.
+
 Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and
 ATen's differ in the last bit); sqrt (found 1 ulp apart on float32); integer division (the generated code does not raise on zero); RNG ops
@@ -23,35 +26,11 @@ overloads (a run's outputs must be new tensors); ops taking tensor lists or devi
 knows single tensors and plain values only).
 """
 
-ANY, FLOAT32, NUMBERS_FLOAT32 = "any", "float32", "numbers float32"
+from localneuron.ops.op_records import ANY, FLOAT32, NUMBERS_FLOAT32, fusible_overloads  # noqa: F401
 
-FUSIBLE_OPS = {
-    "aten::add.Tensor": NUMBERS_FLOAT32,
-    "aten::sub.Tensor": NUMBERS_FLOAT32,
-    "aten::mul.Tensor": ANY,
-    "aten::div.Tensor": ANY,
-    "aten::neg": ANY,
-    "aten::abs": ANY,
-    "aten::relu": ANY,
-    "aten::where.self": ANY,
-    "aten::clamp": ANY,  # generated from compile.py's EXACT_DECOMPOSITIONS, which keep ATen's signed zeros
-    "aten::rsqrt": FLOAT32,
-    "aten::reciprocal": ANY,
-    "aten::pow.Tensor_Scalar": ANY,  # squares only, see ONLY_WITH
-    "aten::eq.Tensor": ANY,
-    "aten::ne.Tensor": ANY,
-    "aten::lt.Tensor": ANY,
-    "aten::gt.Tensor": ANY,
-    "aten::eq.Scalar": ANY,
-    "aten::lt.Scalar": ANY,
-    "aten::gt.Scalar": ANY,
-    "aten::clone": ANY,
-}
+# "aten::name.overload" (or "aten::name" for the default overload) -> its rule
+FUSIBLE_OPS = {op: f.dtypes for op, f in fusible_overloads().items()}
 
 # Values the generated code does not reproduce bit for bit: a run with a call that passes another value
-# is not compiled, and runs unfused (ATen computes `a + alpha * b` with one rounding, fused multiply-add).
-ONLY_WITH = {
-    "aten::add.Tensor": ("alpha", 1),
-    "aten::sub.Tensor": ("alpha", 1),
-    "aten::pow.Tensor_Scalar": ("exponent", 2),  # x * x in both; other exponents are not tested equal
-}
+# is not compiled, and runs unfused. op -> (argument, the one value fused)
+ONLY_WITH = {op: f.only_with for op, f in fusible_overloads().items() if f.only_with}

@@ -8,7 +8,7 @@ from torch._C._dynamo import eval_frame
 from localneuron import _C
 from localneuron.adaptive_eager import engine as adaptive_eager
 from localneuron.device import neuron_module, shutdown
-from localneuron.ops import policy, queueing
+from localneuron.ops import op_records, policy, queueing
 from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
@@ -32,9 +32,11 @@ def executor_callbacks() -> dict:
 
 
 def executor_contract() -> dict:
-    """What install_executor takes: the policy's callbacks, and the ops whose Scalar values set their output
-    shape (those values are part of their signatures, csrc/executor/signature.h)."""
-    return {**executor_callbacks(), "ops_shaped_by_scalars": sorted(queueing.SHAPE_FROM_SCALARS)}
+    """What install_executor takes: the policy's callbacks, and from the op records the ops whose Scalar values
+    set their output shape (those values are part of their signatures, csrc/executor/signature.h) and the ops
+    with unboxed entry points (csrc/executor/fast_ops.cpp)."""
+    return {**executor_callbacks(), "ops_shaped_by_scalars": sorted(queueing.SHAPE_FROM_SCALARS),
+            "fast_ops": op_records.fast_ops()}
 
 
 def register() -> None:

@@ -20,6 +20,28 @@ record is native, run through PyTorch's dispatch, and reported as "not confirmed
     cost      the cost model's rule for its engine work (localneuron/costmodel/engines.py holds the
               formulas; this table is handed down to it): Matmul, Attention, Rows, Elementwise,
               REDUCTION, MOVEMENT, FREE; none: element-wise VectorE work
+  Queueing (ops/queueing.py reads these; each value is the reason):
+    shape_from_float_or_string  why its output shape depends on a float or string argument (the signature
+              ignores their values): such a call runs when issued; with ints alone it is queued
+    shape_from_scalars  why the values of its Scalar arguments set its output shape: they are handed to C++ at
+              registration and join its signature (csrc/executor/signature.h)
+    int_results_from_shapes  why its int results follow from its signature (a queued op's results are fixed on
+              its first call), so it may be queued although it returns ints
+    seeded_without_draws  why it draws no random numbers although tagged nondeterministic_seeded (such ops run
+              when issued)
+    queued_fallback  why this CPU fallback is worth queuing like a device op (queueing.py says when that is
+              safe); it stays a CPU fallback for the user
+    reallocating_inplace_view  an inplace_view op that may reallocate its argument's storage: it runs when the
+              queue has drained (other inplace_view ops run at once, as views do)
+  Execution (adaptive_eager/ and csrc/ read these, handed down at registration):
+    fusible   the overloads Adaptive Eager may fuse, each a Fuse(overload, dtypes, only_with, why): dtypes ANY,
+              FLOAT32 or NUMBERS_FLOAT32, only_with (argument, value) the one value of an argument the
+              generated code reproduces bit for bit (adaptive_eager/fusible_ops.py says what the rules mean and
+              which ops are left out on purpose)
+    fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
+              (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
+              BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
+              Llama and transformer steps of benchmarks/eager_overhead.py
     why       the reason, where the entry is special
 """
 from dataclasses import dataclass
@@ -60,6 +82,34 @@ def decompose(fn: Callable, autograd: bool = False) -> Decompose:
     return Decompose(fn, autograd)
 
 
+# Adaptive Eager's dtype rules (Fuse.dtypes): adaptive_eager/fusible_ops.py says what each means
+ANY, FLOAT32, NUMBERS_FLOAT32 = "any", "float32", "numbers float32"
+# the unboxed entry points' argument lists (Fast.form), parsed by csrc/executor/fast_ops.cpp
+UNARY, TENSOR_SCALAR, BINARY, BINARY_ALPHA = "unary", "tensor_scalar", "binary", "binary_alpha"
+
+
+@dataclass(frozen=True)
+class Fuse:
+    overload: str          # "" for the default overload
+    dtypes: str            # ANY, FLOAT32 or NUMBERS_FLOAT32
+    only_with: tuple = ()  # (argument, value): a run with a call passing another value runs unfused
+    why: str = ""
+
+    def __str__(self) -> str:
+        only = f" if {self.only_with[0]}={self.only_with[1]}" if self.only_with else ""
+        return f"{self.overload or 'default'}({self.dtypes}{only})"
+
+
+@dataclass(frozen=True)
+class Fast:
+    form: str              # UNARY, TENSOR_SCALAR, BINARY or BINARY_ALPHA
+    overload: str = ""     # "" for the default overload
+    out: str = "out"       # the out= overload of the same arguments
+
+    def __str__(self) -> str:
+        return f"{self.overload or 'default'}({self.form}, out={self.out})"
+
+
 @dataclass(frozen=True)
 class Record:
     support: str | None = None
@@ -70,6 +120,14 @@ class Record:
     unsupported: str | None = None
     writes: tuple[str, ...] = ()
     cost: object = None
+    shape_from_float_or_string: str = ""
+    shape_from_scalars: str = ""
+    int_results_from_shapes: str = ""
+    seeded_without_draws: str = ""
+    queued_fallback: str = ""
+    reallocating_inplace_view: bool = False
+    fusible: tuple[Fuse, ...] = ()
+    fast: Fast | None = None
     why: str = ""
 
 
@@ -97,6 +155,11 @@ DROPOUT = Elementwise(gpsimd=1, vector=2)  # random bits on GpSimd, then mask an
 RAW_BYTES = ("its composite kernel reads and writes the tensors' bytes directly, which on the device would bypass the "
              "queue (racing the work that makes its inputs): run as one device op")
 SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
+FLOAT_SCALE = "float scale factors may set the output size"
+ITS_BACKWARD = "its backward"
+ANTIALIASED = "antialiased interpolation in image preprocessing"
+FMA = ("ATen computes `a + alpha * b` with one rounding (fused multiply-add), which the generated code does not "
+       "reproduce bit for bit for other alphas")
 
 OPS = {
     "aten::_batch_norm_no_update": Record(run=WHOLE_INCLUDING_OUT, why="its CompositeExplicitAutograd kernel calls batch_norm_cpu directly, which refuses device tensors"),
@@ -231,7 +294,7 @@ OPS = {
     "aten::_scaled_dot_product_flash_attention_backward": Record(cost=ATTENTION_BACKWARD),
     "aten::_scaled_dot_product_flash_attention_for_cpu": Record(cost=ATTENTION_FORWARD),
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": Record(cost=ATTENTION_BACKWARD),
-    "aten::_scaled_dot_product_fused_attention_overrideable": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook for fused SDPA; its default raises", cost=ATTENTION_FORWARD),
+    "aten::_scaled_dot_product_fused_attention_overrideable": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook for fused SDPA; its default raises", cost=ATTENTION_FORWARD, int_results_from_shapes="max_q and max_k are the sequence lengths", seeded_without_draws="dropout only; its host kernel (csrc/aten/attention.cpp, CPU flash attention) refuses dropout_p > 0"),
     "aten::_scaled_dot_product_fused_attention_overrideable_backward": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook's backward; its default raises", cost=ATTENTION_BACKWARD),
     "aten::_scaled_mm": Record(CPU_FALLBACK, why="no Neuron kernel in the snapshot", cost=Matmul("mm")),
     "aten::_softmax": Record(NATIVE, cost=Rows(vector=2, scalar=1)),
@@ -255,12 +318,12 @@ OPS = {
     "aten::_to_sparse_csr": Record(unsupported=SPARSE),
     "aten::_unique2": Record(index_args_64bit_exempt=True),
     "aten::_unsafe_view": Record(cost=MOVEMENT),
-    "aten::_upsample_bicubic2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::_upsample_bicubic2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::_upsample_bilinear2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::_upsample_bilinear2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::abs": Record(NATIVE),
-    "aten::add": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::_upsample_bicubic2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ANTIALIASED),
+    "aten::_upsample_bicubic2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
+    "aten::_upsample_bilinear2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ANTIALIASED),
+    "aten::_upsample_bilinear2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
+    "aten::abs": Record(NATIVE, fusible=(Fuse("", ANY),)),
+    "aten::add": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", NUMBERS_FLOAT32, only_with=("alpha", 1), why=FMA),), fast=Fast(BINARY_ALPHA, "Tensor")),
     "aten::add_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::addcdiv": Record(NATIVE),
     "aten::addcmul": Record(NATIVE),
@@ -272,7 +335,7 @@ OPS = {
     "aten::amax": Record(NATIVE, cost=REDUCTION),
     "aten::amin": Record(NATIVE, cost=REDUCTION),
     "aten::any": Record(NATIVE, cost=REDUCTION),
-    "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE),
+    "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE, shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
     "aten::argmax": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argmin": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argsort": Record(CPU_FALLBACK, index_args_64bit_exempt=True, why="stable overload computed on the host (csrc/aten/TensorShape.cpp)"),
@@ -294,16 +357,16 @@ OPS = {
     "aten::bitwise_or": Record(NATIVE),
     "aten::bitwise_right_shift": Record(NATIVE),
     "aten::bitwise_xor": Record(NATIVE),
-    "aten::bmm": Record(NATIVE, cost=Matmul("bmm")),
+    "aten::bmm": Record(NATIVE, cost=Matmul("bmm"), fast=Fast(BINARY)),
     "aten::bmm.dtype": Record(run=decompose(bmm_dtype), why=OUT_DTYPE),
     "aten::cat": Record(NATIVE, cost=MOVEMENT),
     "aten::cauchy_": Record(CPU_FALLBACK, why=RNG),
     "aten::ceil": Record(NATIVE),
     "aten::cholesky_inverse": Record(CPU_FALLBACK, why=HOST_ROUTED),
-    "aten::clamp": Record(NATIVE),
+    "aten::clamp": Record(NATIVE, fusible=(Fuse("", ANY, why="generated from adaptive_eager/compile.py's EXACT_DECOMPOSITIONS, which keep ATen's signed zeros"),)),
     "aten::clamp_max": Record(NATIVE),
     "aten::clamp_min": Record(NATIVE),
-    "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT),
+    "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT, fusible=(Fuse("", ANY),)),
     "aten::constant_pad_nd": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
     "aten::contiguous": Record(NATIVE, why=DOCS_ONLY, cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
@@ -312,9 +375,10 @@ OPS = {
     "aten::cos": Record(NATIVE, cost=SCALAR_PASS),
     "aten::cumsum": Record(NATIVE, cost=REDUCTION),
     "aten::detach": Record(cost=FREE),
-    "aten::div": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::div": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor")),
     "aten::div_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::dot": Record(NATIVE),
+    "aten::einsum": Record(shape_from_float_or_string="the equation string sets the output dimensions"),
     "aten::elu": Record(cost=SCALAR_PASS),
     "aten::elu_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::embedding": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="decomposes into index_select", cost=MOVEMENT),
@@ -322,11 +386,11 @@ OPS = {
     "aten::empty": Record(NATIVE, cost=FREE),
     "aten::empty_like": Record(cost=FREE),
     "aten::empty_strided": Record(NATIVE, cost=FREE),
-    "aten::eq": Record(NATIVE),
+    "aten::eq": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
     "aten::erf": Record(NATIVE, cost=SCALAR_PASS),
     "aten::erfc": Record(cost=SCALAR_PASS),
     "aten::erfinv": Record(NATIVE),
-    "aten::exp": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::exp": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::exp2": Record(cost=SCALAR_PASS),
     "aten::exp_": Record(cost=SCALAR_PASS),
     "aten::expm1": Record(cost=SCALAR_PASS),
@@ -349,7 +413,7 @@ OPS = {
     "aten::grid_sampler_2d_backward": Record(quirk=GRID_SAMPLER),
     "aten::grid_sampler_3d": Record(quirk=GRID_SAMPLER),
     "aten::grid_sampler_3d_backward": Record(quirk=GRID_SAMPLER),
-    "aten::gt": Record(NATIVE),
+    "aten::gt": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
     "aten::hardsigmoid": Record(cost=SCALAR_PASS),
     "aten::hardswish": Record(cost=SCALAR_PASS),
     "aten::hardswish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
@@ -384,6 +448,7 @@ OPS = {
     "aten::linalg_vector_norm": Record(NATIVE, cost=REDUCTION),
     "aten::linear": Record(NATIVE),
     "aten::linear_backward": Record(NATIVE),
+    "aten::linspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::log": Record(NATIVE, cost=SCALAR_PASS),
     "aten::log1p": Record(cost=SCALAR_PASS),
     "aten::log2": Record(cost=SCALAR_PASS),
@@ -394,8 +459,9 @@ OPS = {
     "aten::logical_or": Record(NATIVE),
     "aten::logical_xor": Record(NATIVE),
     "aten::logit_backward": Record(quirk=LOGIT_BACKWARD),
+    "aten::logspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::logsumexp": Record(cost=REDUCTION),
-    "aten::lt": Record(NATIVE),
+    "aten::lt": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
     "aten::masked_fill": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op"),
     "aten::masked_fill_": Record(NATIVE),
     "aten::masked_select": Record(NATIVE, index_args_64bit_exempt=True),
@@ -409,11 +475,11 @@ OPS = {
     "aten::min": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::mish": Record(cost=SCALAR_PASS),
     "aten::mish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
-    "aten::mm": Record(NATIVE, cost=Matmul("mm")),
+    "aten::mm": Record(NATIVE, cost=Matmul("mm"), fast=Fast(BINARY)),
     "aten::mm.dtype": Record(run=decompose(mm_dtype), why=OUT_DTYPE),
     "aten::mode": Record(run=WHOLE_INCLUDING_OUT, index_args_64bit_exempt=True, why="mode.values accepts only CPU, CUDA and XPU tensors"),
     "aten::mse_loss": Record(run=WHOLE, why="its out= decomposition resizes a 0-dim output, which PyTorch warns about"),
-    "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor")),
     "aten::mul_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::multi_margin_loss": Record(index_args_64bit_exempt=True),
     "aten::multinomial": Record(CPU_FALLBACK, why=RNG),
@@ -425,8 +491,8 @@ OPS = {
     "aten::native_group_norm": Record(run=WHOLE, why="decomposes into five ops, each rounding to bf16"),
     "aten::native_layer_norm": Record(NATIVE, run=WHOLE, why="decomposes into batch_norm on a reshaped input", cost=Rows(vector=4, scalar=1)),
     "aten::native_layer_norm_backward": Record(NATIVE, cost=Rows(vector=8, scalar=1)),
-    "aten::ne": Record(NATIVE),
-    "aten::neg": Record(NATIVE),
+    "aten::ne": Record(NATIVE, fusible=(Fuse("Tensor", ANY),)),
+    "aten::neg": Record(NATIVE, fusible=(Fuse("", ANY),), fast=Fast(UNARY)),
     "aten::neg_": Record(NATIVE, why=DOCS_ONLY),
     "aten::new_empty": Record(NATIVE, cost=FREE),
     "aten::new_empty_strided": Record(cost=FREE),
@@ -447,7 +513,7 @@ OPS = {
     "aten::ones_like": Record(NATIVE, cost=FREE),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
     "aten::polygamma": Record(why=FLOAT32_RANGE),
-    "aten::pow": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::pow": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("Tensor_Scalar", ANY, only_with=("exponent", 2), why="squares only: x * x in both; other exponents are not tested equal"),), fast=Fast(TENSOR_SCALAR, "Tensor_Scalar", out="Tensor_Scalar_out")),
     "aten::pow_": Record(cost=SCALAR_PASS),
     "aten::prod": Record(cost=REDUCTION),
     "aten::put_": Record(index_args_64bit_exempt=True),
@@ -461,12 +527,13 @@ OPS = {
     "aten::randn_like": Record(CPU_FALLBACK, why=RNG),
     "aten::random_": Record(CPU_FALLBACK, why=RNG),
     "aten::randperm": Record(CPU_FALLBACK, why=RNG),
-    "aten::reciprocal": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::range": Record(shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
+    "aten::reciprocal": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("", ANY),)),
     "aten::reciprocal_": Record(NATIVE, cost=SCALAR_PASS),
     "aten::reflection_pad1d": Record(NATIVE),
     "aten::reflection_pad2d": Record(NATIVE),
     "aten::reflection_pad3d": Record(NATIVE),
-    "aten::relu": Record(NATIVE),
+    "aten::relu": Record(NATIVE, fusible=(Fuse("", ANY),), fast=Fast(UNARY)),
     "aten::relu_": Record(NATIVE),
     "aten::remainder": Record(NATIVE),
     "aten::repeat": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
@@ -474,10 +541,11 @@ OPS = {
     "aten::replication_pad1d": Record(NATIVE),
     "aten::replication_pad2d": Record(NATIVE),
     "aten::replication_pad3d": Record(NATIVE),
-    "aten::resize_": Record(NATIVE, cost=FREE),
+    "aten::resize_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True),
+    "aten::resize_as_": Record(reallocating_inplace_view=True),
     "aten::rms_norm": Record(NATIVE, why="registered only for torch >= 2.9"),
     "aten::roll": Record(cost=MOVEMENT),
-    "aten::rsqrt": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::rsqrt": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("", FLOAT32),), fast=Fast(UNARY)),
     "aten::rsqrt_": Record(cost=SCALAR_PASS),
     "aten::scalar_tensor": Record(NATIVE, cost=FREE),
     "aten::scatter": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
@@ -487,16 +555,16 @@ OPS = {
     "aten::scatter_reduce": Record(index_args_64bit_exempt=True),
     "aten::scatter_reduce_": Record(index_args_64bit_exempt=True),
     "aten::searchsorted": Record(index_args_64bit_exempt=True),
-    "aten::select_backward": Record(CPU_FALLBACK, why="C++ kernel computes on the host (csrc/aten/TensorShape.cpp)", cost=MOVEMENT),
+    "aten::select_backward": Record(CPU_FALLBACK, why="C++ kernel computes on the host (csrc/aten/TensorShape.cpp)", cost=MOVEMENT, queued_fallback="the backward of x[i] (nn.MultiheadAttention's packed projection: 3 per layer per step); waiting for the queue there stalls every training step"),
     "aten::select_scatter": Record(cost=MOVEMENT),
-    "aten::set_": Record(NATIVE, cost=FREE),
+    "aten::set_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True),
     "aten::sgn": Record(NATIVE),
-    "aten::sigmoid": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::sigmoid": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::sigmoid_": Record(cost=SCALAR_PASS),
     "aten::sigmoid_backward": Record(NATIVE, cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::sign": Record(NATIVE),
     "aten::signbit": Record(NATIVE),
-    "aten::silu": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::silu": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::silu_": Record(cost=SCALAR_PASS),
     "aten::silu_backward": Record(NATIVE, cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::sin": Record(NATIVE, cost=SCALAR_PASS),
@@ -525,11 +593,11 @@ OPS = {
     "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY, cost=SCALAR_PASS),
     "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
     "aten::std": Record(cost=REDUCTION),
-    "aten::sub": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::sub": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", NUMBERS_FLOAT32, only_with=("alpha", 1), why=FMA),), fast=Fast(BINARY_ALPHA, "Tensor")),
     "aten::sub_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::sum": Record(NATIVE, cost=REDUCTION),
     "aten::take": Record(index_args_64bit_exempt=True),
-    "aten::tanh": Record(NATIVE, cost=SCALAR_PASS),
+    "aten::tanh": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::tanh_": Record(cost=SCALAR_PASS),
     "aten::tanh_backward": Record(NATIVE, cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::tensor_split.tensor_indices_or_sections": Record(run=decompose(tensor_split_by_tensor, autograd=True), why="its composite code wants the indices on the CPU (on CUDA too)"),
@@ -546,15 +614,20 @@ OPS = {
     "aten::unfold": Record(NATIVE),
     "aten::uniform_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::unique_dim": Record(index_args_64bit_exempt=True),
-    "aten::upsample_bicubic2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::upsample_bicubic2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::upsample_bilinear2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
-    "aten::upsample_bilinear2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED),
+    "aten::upsample_bicubic2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback="interpolation in image models"),
+    "aten::upsample_bicubic2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
+    "aten::upsample_bilinear2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, shape_from_float_or_string=FLOAT_SCALE, queued_fallback="interpolation in every step of diffusion U-Nets"),
+    "aten::upsample_bilinear2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
+    "aten::upsample_linear1d": Record(shape_from_float_or_string=FLOAT_SCALE),
+    "aten::upsample_nearest1d": Record(shape_from_float_or_string=FLOAT_SCALE),
+    "aten::upsample_nearest2d": Record(shape_from_float_or_string=FLOAT_SCALE),
+    "aten::upsample_nearest3d": Record(shape_from_float_or_string=FLOAT_SCALE),
+    "aten::upsample_trilinear3d": Record(shape_from_float_or_string=FLOAT_SCALE),
     "aten::value_selecting_reduction_backward": Record(NATIVE),
     "aten::var": Record(cost=REDUCTION),
     "aten::var_mean": Record(cost=REDUCTION),
     "aten::view": Record(NATIVE),
-    "aten::where": Record(NATIVE),
+    "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),)),
     "aten::zero_": Record(NATIVE, cost=MEMSET),
     "aten::zeros": Record(NATIVE, cost=FREE),
     "aten::zeros_like": Record(cost=FREE),
@@ -564,6 +637,25 @@ OPS = {
 def record(op: str, overload: str = "") -> Record | None:
     """The record of "aten::name" called with `overload`: the overload's own record, else the op's."""
     return (overload and OPS.get(f"{op}.{overload}")) or OPS.get(op)
+
+
+def names_with(field: str) -> dict:
+    """op -> the value of `field` in its record, for the records that set it (the set other modules derive)."""
+    return {op: getattr(r, field) for op, r in OPS.items() if getattr(r, field)}
+
+
+QUEUEING_FIELDS = ("shape_from_float_or_string", "shape_from_scalars", "int_results_from_shapes",
+                   "seeded_without_draws", "queued_fallback", "reallocating_inplace_view")
+
+
+def fusible_overloads() -> dict[str, Fuse]:
+    """"aten::name.overload" (or "aten::name" for the default overload) -> its Fuse entry."""
+    return {f"{op}.{f.overload}" if f.overload else op: f for op, r in OPS.items() for f in r.fusible}
+
+
+def fast_ops() -> list[tuple[str, str, str, str]]:
+    """(op, overload, out overload, form) of each op with an unboxed entry point, as C++ installs them."""
+    return [(op, r.fast.overload, r.fast.out, r.fast.form) for op, r in OPS.items() if r.fast is not None]
 
 
 def describe(op: str, r: Record) -> str:
@@ -583,6 +675,13 @@ def describe(op: str, r: Record) -> str:
         fields.append(f"writes={','.join(r.writes)}")
     if r.cost is not None:
         fields.append(f"cost={r.cost}")
+    for name in QUEUEING_FIELDS:
+        if getattr(r, name):
+            fields.append(name)
+    if r.fusible:
+        fields.append(f"fusible={','.join(map(str, r.fusible))}")
+    if r.fast is not None:
+        fields.append(f"fast={r.fast}")
     if r.why:
         fields.append(f"why={r.why}")
     return f"{op}: " + "; ".join(fields)

@@ -13,44 +13,23 @@ import torch
 
 from localneuron._C import Execution, Route
 from localneuron.ops import arguments
+from localneuron.ops.op_records import names_with
 
-# op -> why its output shape depends on a float or string argument (the signature ignores their values)
-SHAPE_FROM_FLOAT_OR_STRING = {
-    "aten::arange": "the float start/end/step set the length",
-    "aten::range": "the float start/end/step set the length",
-    "aten::linspace": "float end points with a tensor step count",
-    "aten::logspace": "float end points with a tensor step count",
-    "aten::upsample_nearest1d": "float scale factors may set the output size",
-    "aten::upsample_nearest2d": "float scale factors may set the output size",
-    "aten::upsample_nearest3d": "float scale factors may set the output size",
-    "aten::upsample_linear1d": "float scale factors may set the output size",
-    "aten::upsample_bilinear2d": "float scale factors may set the output size",
-    "aten::upsample_trilinear3d": "float scale factors may set the output size",
-    "aten::einsum": "the equation string sets the output dimensions",
-}
+# Each set below is op -> why, derived from the op records (op_records.py documents each field).
 
+# ops whose output shape depends on a float or string argument (the signature ignores their values)
+SHAPE_FROM_FLOAT_OR_STRING = names_with("shape_from_float_or_string")
 
-# op -> why the values of its Scalar arguments set its output shape. The signature keeps their values
-# (csrc/executor/signature.h; other ops' Scalars count by kind only, so clamp(x, min=i) is one executable for
-# every i), so with ints alone their calls are queued with the right shape.
-SHAPE_FROM_SCALARS = {
-    "aten::arange": "start, end and step set the length",
-    "aten::range": "start, end and step set the length",
-}
+# ops whose Scalar values set their output shape. The signature keeps their values (csrc/executor/signature.h;
+# other ops' Scalars count by kind only, so clamp(x, min=i) is one executable for every i), so with ints alone
+# their calls are queued with the right shape.
+SHAPE_FROM_SCALARS = names_with("shape_from_scalars")
 
+# ops whose int results follow from their signature (a queued op's results are fixed on its first call)
+INT_RESULTS_FROM_SHAPES = names_with("int_results_from_shapes")
 
-# op -> why its int results follow from its signature (a queued op's results are fixed on its first call)
-INT_RESULTS_FROM_SHAPES = {
-    "aten::_scaled_dot_product_fused_attention_overrideable": "max_q and max_k are the sequence lengths",
-}
-
-
-# op -> why it draws no random numbers although tagged nondeterministic_seeded (such ops run when issued)
-SEEDED_TAG_WITHOUT_DRAWS = {
-    "aten::_scaled_dot_product_fused_attention_overrideable":
-        "dropout only; its host kernel (csrc/aten/attention.cpp, CPU flash attention) refuses dropout_p > 0",
-}
-
+# ops that draw no random numbers although tagged nondeterministic_seeded (such ops run when issued)
+SEEDED_TAG_WITHOUT_DRAWS = names_with("seeded_without_draws")
 
 # CPU fallbacks queued like device ops: the device's memory is the host's, so their host kernel can run on
 # the worker, on aliases of the device tensors, and compute what TorchNeuron's copies in and out would. Each
@@ -58,25 +37,13 @@ SEEDED_TAG_WITHOUT_DRAWS = {
 # no error moves from the call to the next synchronisation point. It is still a CPU fallback for the user:
 # warned, counted per call, listed by get_fallback_ops(), costed with its transfers; its call site is
 # recorded at the first call of each signature. op -> why it is worth queuing
-QUEUED_FALLBACKS = {
-    "aten::select_backward": "the backward of x[i] (nn.MultiheadAttention's packed projection: 3 per layer "
-                             "per step); waiting for the queue there stalls every training step",
-    "aten::upsample_bilinear2d": "interpolation in every step of diffusion U-Nets",
-    "aten::upsample_bilinear2d_backward": "its backward",
-    "aten::upsample_bicubic2d": "interpolation in image models",
-    "aten::upsample_bicubic2d_backward": "its backward",
-    "aten::_upsample_bilinear2d_aa": "antialiased interpolation in image preprocessing",
-    "aten::_upsample_bilinear2d_aa_backward": "its backward",
-    "aten::_upsample_bicubic2d_aa": "antialiased interpolation in image preprocessing",
-    "aten::_upsample_bicubic2d_aa_backward": "its backward",
-}
-
+QUEUED_FALLBACKS = names_with("queued_fallback")
 
 # Ops that change their argument's sizes, strides or storage in place (ATen tag inplace_view): Python reads
 # the new shape as soon as the op returns, so the device tensor must change when the op is issued. Those
 # that re-describe the same bytes run at once, as views do; these may reallocate, and run when the queue
 # has drained.
-REALLOCATING_INPLACE_VIEWS = {"aten::resize_", "aten::resize_as_", "aten::set_"}
+REALLOCATING_INPLACE_VIEWS = frozenset(names_with("reallocating_inplace_view"))
 
 
 def execution_of(op, route, is_view: bool, args, kwargs, static_shapes: bool) -> Execution:

@@ -62,6 +62,53 @@ def test_derived_views_follow_the_records():
     assert op_records.record("aten::mm", "default") is OPS["aten::mm"]
 
 
+def test_queueing_and_fusion_read_their_sets_from_the_records():
+    from localneuron.adaptive_eager import fusible_ops
+    from localneuron.ops import queueing
+
+    assert queueing.SHAPE_FROM_SCALARS == {op: r.shape_from_scalars for op, r in OPS.items() if r.shape_from_scalars}
+    assert set(queueing.SHAPE_FROM_SCALARS) == {"aten::arange", "aten::range"}
+    assert "aten::einsum" in queueing.SHAPE_FROM_FLOAT_OR_STRING
+    assert set(queueing.INT_RESULTS_FROM_SHAPES) == set(queueing.SEEDED_TAG_WITHOUT_DRAWS) == {
+        "aten::_scaled_dot_product_fused_attention_overrideable"}
+    assert queueing.REALLOCATING_INPLACE_VIEWS == {"aten::resize_", "aten::resize_as_", "aten::set_"}
+    assert all(why for why in queueing.QUEUED_FALLBACKS.values())
+    assert fusible_ops.FUSIBLE_OPS["aten::add.Tensor"] == op_records.NUMBERS_FLOAT32
+    assert fusible_ops.FUSIBLE_OPS["aten::rsqrt"] == op_records.FLOAT32
+    assert fusible_ops.ONLY_WITH == {"aten::add.Tensor": ("alpha", 1), "aten::sub.Tensor": ("alpha", 1),
+                                     "aten::pow.Tensor_Scalar": ("exponent", 2)}
+    for key, r in OPS.items():
+        for f in r.fusible:
+            assert f.dtypes in (op_records.ANY, op_records.FLOAT32, op_records.NUMBERS_FLOAT32), key
+            qualified = f"{key}.{f.overload}" if f.overload else key
+            assert qualified in ALL_OPS, qualified
+
+
+def test_the_unboxed_fast_path_got_exactly_the_records_fast_ops():
+    """registration hands the records' `fast` fields to C++ (csrc/executor/fast_ops.cpp), which registers an
+    unboxed kernel for each and for nothing else."""
+    from localneuron import _C
+
+    expected = {f"{op}.{r.fast.overload}" if r.fast.overload else op for op, r in OPS.items() if r.fast}
+    assert "aten::add.Tensor" in expected and "aten::mm" in expected
+    assert sorted(_C.fast_ops()) == sorted(expected)
+    for key, r in OPS.items():
+        if r.fast is not None:
+            out = f"{key}.{r.fast.out}"
+            assert out in ALL_OPS, out
+            assert r.fast.form in (op_records.UNARY, op_records.TENSOR_SCALAR, op_records.BINARY,
+                                   op_records.BINARY_ALPHA), key
+
+
+def test_an_unknown_fast_form_is_refused_by_name():
+    from localneuron import _C
+    from localneuron.device import registration
+
+    contract = {**registration.executor_contract(), "fast_ops": [("aten::add", "Tensor", "out", "ternary")]}
+    with pytest.raises(RuntimeError, match="aten::add has the unknown form 'ternary'"):
+        _C.install_executor(**contract)
+
+
 
 
 def test_info_ops_prints_matching_records():
