@@ -5,8 +5,8 @@
 // A run ends where the queue must make progress or order matters beyond element-wise data flow: at
 // any synchronisation (host reads, synchronize(), events, stream queries, memory statistics), at the
 // first op that is not fusible, and at TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT ops. Only ops of
-// the allow-list Python installs (localneuron/adaptive_eager/fusible_ops.py) join runs, and only with
-// new outputs (no in-place, no out=). Deterministic mode keeps every op unfused.
+// the allow-list Python installs (the op records' `fusible` fields, read by adaptive_eager/fusible_ops.py)
+// join runs, and only with new outputs (no in-place, no out=). Deterministic mode keeps every op unfused.
 #pragma once
 #include "queue/queue.h"
 

@@ -676,8 +676,9 @@ def describe(op: str, r: Record) -> str:
     if r.cost is not None:
         fields.append(f"cost={r.cost}")
     for name in QUEUEING_FIELDS:
-        if getattr(r, name):
-            fields.append(name)
+        value = getattr(r, name)
+        if value:
+            fields.append(name if value is True else f"{name}={value}")
     if r.fusible:
         fields.append(f"fusible={','.join(map(str, r.fusible))}")
     if r.fast is not None:
