@@ -15,19 +15,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from localneuron.costmodel.ops import COPY, EXECUTABLE, NOTHING, GraphOp
+from localneuron.costmodel.ops import EXECUTABLE, GraphOp
 from localneuron.ops import tracking
+from localneuron.ops.op_records import names_with
 from localneuron.ops.policy import classify
 
 _active: list["Trace"] = []
 
-# Ops the device runs eagerly without an executable of its own (its kernels in csrc/aten/kernels.cpp, or
-# PyTorch's composite kernel when the device has none): a conversion or a copy between device tensors is
-# one copy within HBM (_copy_from), priced by the destination's bytes as work.price_copy does; an allocation
-# does no work, nor does _unsafe_view, whose composite kernel is a view.
-ISSUED = {"aten::_to_copy": COPY, "aten::copy_": COPY, "aten::_copy_from": COPY, "aten::_copy_from_and_resize": COPY,
-          "aten::empty": NOTHING, "aten::empty_strided": NOTHING, "aten::resize_": NOTHING,
-          "aten::_unsafe_view": NOTHING}
+# Ops the device runs eagerly without an executable of its own: op -> COPY or NOTHING, from the op records'
+# `issued` field (op_records.py says why each); every other op issues its executable.
+ISSUED = names_with("issued")
 
 
 @dataclass

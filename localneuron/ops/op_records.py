@@ -33,11 +33,17 @@ record is native, run through PyTorch's dispatch, and reported as "not confirmed
               safe); it stays a CPU fallback for the user
     reallocating_inplace_view  an inplace_view op that may reallocate its argument's storage: it runs when the
               queue has drained (other inplace_view ops run at once, as views do)
-  Execution (adaptive_eager/ and csrc/ read these, handed down at registration):
+  Execution (adaptive_eager/, estimate/ and csrc/ read these; C++ receives its lists at registration):
     fusible   the overloads Adaptive Eager may fuse, each a Fuse(overload, dtypes, only_with, why): dtypes ANY,
               FLOAT32 or NUMBERS_FLOAT32, only_with (argument, value) the one value of an argument the
               generated code reproduces bit for bit (adaptive_eager/fusible_ops.py says what the rules mean and
               which ops are left out on purpose)
+    issued    what the device issues for it run eagerly, where that is not an executable of its own (its kernels
+              in csrc/aten/kernels.cpp, or PyTorch's composite kernel when the device has none): COPY, a
+              conversion or a copy between device tensors, one copy within HBM (_copy_from), priced by the
+              destination's bytes as costmodel/work.price_copy does; NOTHING, an allocation, or _unsafe_view, whose
+              composite kernel is a view; unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py
+              reads it for the op-by-op sum
     fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
               (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
               BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
@@ -50,6 +56,7 @@ from typing import Callable
 from localneuron.costmodel.engines import (
     CONVERSION, FREE, MOVEMENT, REDUCTION, Attention, Elementwise, Matmul, Rows, use_rules,
 )
+from localneuron.costmodel.ops import COPY, NOTHING
 from localneuron.ops.decompositions import (
     addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
@@ -128,6 +135,7 @@ class Record:
     reallocating_inplace_view: bool = False
     fusible: tuple[Fuse, ...] = ()
     fast: Fast | None = None
+    issued: str = ""
     why: str = ""
 
 
@@ -165,7 +173,8 @@ OPS = {
     "aten::_batch_norm_no_update": Record(run=WHOLE_INCLUDING_OUT, why="its CompositeExplicitAutograd kernel calls batch_norm_cpu directly, which refuses device tensors"),
     "aten::_convolution": Record(run=WHOLE, why="would end in convolution_overrideable, a hook every device must implement", cost=Matmul("convolution")),
     "aten::_convolution.deprecated": Record(why="TorchScript's legacy overload: its composite kernel calls _convolution (run whole), and keeps autograd"),
-    "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY),
+    "aten::_copy_from": Record(issued=COPY),
+    "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY, issued=COPY),
     "aten::_efficient_attention_backward": Record(run=decompose(efficient_attention_backward), why=ATTENTION),
     "aten::_efficient_attention_forward": Record(run=decompose(efficient_attention_forward), why=ATTENTION),
     "aten::_embedding_bag": Record(index_args_64bit_exempt=True),
@@ -310,14 +319,14 @@ OPS = {
     "aten::_thnn_fused_gru_cell_backward": Record(run=decompose(fused_gru_cell_backward), why=CELL),
     "aten::_thnn_fused_lstm_cell": Record(run=decompose(fused_lstm_cell), why=CELL),
     "aten::_thnn_fused_lstm_cell_backward_impl": Record(run=decompose(fused_lstm_cell_backward_impl), why=CELL),
-    "aten::_to_copy": Record(NATIVE, cost=CONVERSION),
+    "aten::_to_copy": Record(NATIVE, cost=CONVERSION, issued=COPY),
     "aten::_to_sparse": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsc": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsr": Record(unsupported=SPARSE),
     "aten::_to_sparse_csc": Record(unsupported=SPARSE),
     "aten::_to_sparse_csr": Record(unsupported=SPARSE),
     "aten::_unique2": Record(index_args_64bit_exempt=True),
-    "aten::_unsafe_view": Record(cost=MOVEMENT),
+    "aten::_unsafe_view": Record(cost=MOVEMENT, issued=NOTHING),
     "aten::_upsample_bicubic2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ANTIALIASED),
     "aten::_upsample_bicubic2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
     "aten::_upsample_bilinear2d_aa": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ANTIALIASED),
@@ -371,7 +380,7 @@ OPS = {
     "aten::contiguous": Record(NATIVE, why=DOCS_ONLY, cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
     "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable", cost=Matmul("convolution_backward")),
-    "aten::copy_": Record(NATIVE, cost=MOVEMENT),
+    "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY),
     "aten::cos": Record(NATIVE, cost=SCALAR_PASS),
     "aten::cumsum": Record(NATIVE, cost=REDUCTION),
     "aten::detach": Record(cost=FREE),
@@ -383,9 +392,9 @@ OPS = {
     "aten::elu_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::embedding": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="decomposes into index_select", cost=MOVEMENT),
     "aten::embedding_dense_backward": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
-    "aten::empty": Record(NATIVE, cost=FREE),
+    "aten::empty": Record(NATIVE, cost=FREE, issued=NOTHING),
     "aten::empty_like": Record(cost=FREE),
-    "aten::empty_strided": Record(NATIVE, cost=FREE),
+    "aten::empty_strided": Record(NATIVE, cost=FREE, issued=NOTHING),
     "aten::eq": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
     "aten::erf": Record(NATIVE, cost=SCALAR_PASS),
     "aten::erfc": Record(cost=SCALAR_PASS),
@@ -541,7 +550,7 @@ OPS = {
     "aten::replication_pad1d": Record(NATIVE),
     "aten::replication_pad2d": Record(NATIVE),
     "aten::replication_pad3d": Record(NATIVE),
-    "aten::resize_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True),
+    "aten::resize_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True, issued=NOTHING),
     "aten::resize_as_": Record(reallocating_inplace_view=True),
     "aten::rms_norm": Record(NATIVE, why="registered only for torch >= 2.9"),
     "aten::roll": Record(cost=MOVEMENT),
@@ -683,6 +692,8 @@ def describe(op: str, r: Record) -> str:
         fields.append(f"fusible={','.join(map(str, r.fusible))}")
     if r.fast is not None:
         fields.append(f"fast={r.fast}")
+    if r.issued:
+        fields.append(f"issued={r.issued}")
     if r.why:
         fields.append(f"why={r.why}")
     return f"{op}: " + "; ".join(fields)

@@ -62,7 +62,7 @@ def test_derived_views_follow_the_records():
     assert op_records.record("aten::mm", "default") is OPS["aten::mm"]
 
 
-def test_queueing_and_fusion_read_their_sets_from_the_records():
+def test_queueing_fusion_and_estimate_read_their_sets_from_the_records():
     from localneuron.adaptive_eager import fusible_ops
     from localneuron.ops import queueing
 
@@ -77,6 +77,11 @@ def test_queueing_and_fusion_read_their_sets_from_the_records():
     assert fusible_ops.FUSIBLE_OPS["aten::rsqrt"] == op_records.FLOAT32
     assert fusible_ops.ONLY_WITH == {"aten::add.Tensor": ("alpha", 1), "aten::sub.Tensor": ("alpha", 1),
                                      "aten::pow.Tensor_Scalar": ("exponent", 2)}
+    from localneuron.costmodel.ops import COPY, NOTHING
+    from localneuron.estimate.trace import ISSUED
+
+    assert ISSUED == {op: r.issued for op, r in OPS.items() if r.issued}
+    assert ISSUED["aten::_to_copy"] == COPY and ISSUED["aten::_unsafe_view"] == NOTHING
     for key, r in OPS.items():
         for f in r.fusible:
             assert f.dtypes in (op_records.ANY, op_records.FLOAT32, op_records.NUMBERS_FLOAT32), key
