@@ -245,7 +245,7 @@ def test_an_nki_kernel_span_is_its_cycle_model_timing(tmp_path):
     assert kernel["dur"] == pytest.approx(max(1, round(priced.seconds * 1e9)) / 1e3, abs=2e-3)
 
 
-def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path):
+def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path, quiet):
     """An op that runs eagerly (a CPU fallback here) splits the graph: the report's per-call estimate is the sum
     of the pieces' launches the trace shows (the eager op is priced, and shown, as an eager op)."""
     from localneuron.compiler import device_time
@@ -256,7 +256,7 @@ def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path):
     torch._dynamo.reset()
     x, w = torch.randn(64, 256), torch.randn(256, 64)
     compiled = torch.compile(step, backend="neuron")
-    with torch.no_grad(), pytest.warns(UserWarning, match="CPU fallback"):
+    with torch.no_grad():  # linalg_inv_ex falls back to the CPU (warned once per process)
         compiled(x.to("neuron"), w.to("neuron"))
         before = device_time.estimated_seconds()
         spans = spans_on_the_device(compiled, (x, w), tmp_path)
