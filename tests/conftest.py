@@ -126,6 +126,32 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.mode_independent)
 
 
+def _deselects_mode_independent(config) -> bool:
+    """Whether the -m expression deselects every test marked mode_independent, whatever other markers it has
+    (scripts/test.sh's blocking pass: "not slow and not mode_independent")."""
+    from _pytest.mark.expression import Expression  # pytest's own evaluator of -m, so the reading is the same
+
+    try:
+        expression = Expression.compile(config.option.markexpr or "")
+    except Exception:  # noqa: BLE001  (a bad -m is pytest's to report; collect as usual)
+        return False
+    if not config.option.markexpr:
+        return False
+    return not any(expression.evaluate(lambda name, **_: name == "mode_independent" or others)
+                   for others in (False, True))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A pass that deselects the mode-independent tests does not import their files either: importing them (the
+    Hugging Face modules, the sweeps' tables) cost each of the blocking pass's processes three CPU seconds."""
+    if not _deselects_mode_independent(config):
+        return None
+    relative = os.path.relpath(str(collection_path), os.path.dirname(os.path.abspath(__file__))).replace(os.sep, "/")
+    if collection_path.is_dir():
+        relative += "/"
+    return True if any(relative.startswith(prefix) for prefix in MODE_INDEPENDENT) else None
+
+
 def _device_work() -> tuple:
     from localneuron import _C
 
