@@ -9,9 +9,18 @@ and destroys the group, all in one process, so a job can be compared with its CP
 reference workflow in docs/support-matrix.md#distributed) at the cost of one launch. The neuron run goes first: the
 documented ordering forbids touching the device before init_process_group, and a CPU run leaves it untouched either way.
 With `backends=None` the job initialises whatever it needs itself.
+
+Ranks are forked from a server that has imported torch once (multiprocessing's forkserver, preloading
+rank_preload.py): a fresh interpreter spent 1.5 CPU seconds importing torch for each rank, about 150 ranks a CI run.
+The server never loads the device, and each rank takes its launcher environment before it loads the device backends
+as torch's import would have, so what a rank sees is what a fresh interpreter sees. What torch reads while it is
+imported cannot differ that way: a rank whose environment differs from the server's in anything but the launcher's
+and the device's variables (FORKED_RANKS_MAY_SET) runs in a fresh interpreter instead.
 """
 import json
+import multiprocessing
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -49,6 +58,66 @@ def rank_env(rank: int, world_size: int, port: int, local_rank: int | None = Non
     }
 
 
+# What a forked rank may set differently from the server, none of it read by torch's import: the launcher's variables,
+# pytest's name of the running test, the device's own (read when a rank loads the device backends) and
+# TORCH_DISTRIBUTED_DEBUG (which a forked rank applies again).
+FORKED_RANKS_MAY_SET = re.compile(r"(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|"
+                                  r"PYTEST_CURRENT_TEST|TORCH_DISTRIBUTED_DEBUG|(LOCALNEURON|NEURON|TORCH_NEURONX)_\w+)")
+_server_environment: dict | None = None   # os.environ when this process started the rank server
+
+
+def _rank_server():
+    """The forkserver context, its server started by this process (once) with rank_preload.py."""
+    global _server_environment
+    context = multiprocessing.get_context("forkserver")
+    if _server_environment is None:
+        from multiprocessing import forkserver
+
+        context.set_forkserver_preload(["rank_preload"])
+        forkserver.ensure_running()
+        _server_environment = dict(os.environ)
+    return context
+
+
+def _forkable(environment: dict) -> bool:
+    server = _server_environment
+    return server is not None and all(FORKED_RANKS_MAY_SET.fullmatch(name)
+                                      for name in server.keys() | environment.keys()
+                                      if server.get(name) != environment.get(name))
+
+
+class ForkedRank:
+    """A rank forked from the rank server, with the part of subprocess.Popen's interface finish() uses; its output
+    (stdout and stderr, in one file as a Popen's pipe held them) is read when it has ended."""
+
+    def __init__(self, context, spec: str, environment: dict, log: str):
+        self._log = log
+        self._process = context.Process(target=_forked_rank, args=(spec, environment, log))
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self):
+        return self._process.exitcode
+
+    def communicate(self, timeout=None):
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout)
+        return Path(self._log).read_text(errors="replace"), None
+
+    def kill(self):
+        self._process.kill()
+
+
+def _start_rank(spec: str, environment: dict, log: str):
+    context = _rank_server()
+    if _forkable(environment):
+        return ForkedRank(context, spec, environment, log)
+    return subprocess.Popen([sys.executable, __file__, spec], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: dict | None = None,
         env: dict | None = None, timeout: float = 120, may_die: frozenset = frozenset()) -> list:
     """Each rank's return value: a dict {device: result} when `backends` is given, else the job's result;
@@ -61,11 +130,9 @@ def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: d
     with tempfile.TemporaryDirectory(prefix="neuron-dist-") as out:
         spec = json.dumps({"file": str(Path(test_file).resolve()), "job": job, "kwargs": kwargs or {},
                            "backends": backends, "ports": run_ports, "out": out})
-        procs = []
-        for rank in range(world_size):
-            rank_vars = {**os.environ, **rank_env(rank, world_size, port), **(env or {})}
-            procs.append(subprocess.Popen([sys.executable, __file__, spec], env=rank_vars,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs = [_start_rank(spec, {**os.environ, **rank_env(rank, world_size, port), **(env or {})},
+                             os.path.join(out, f"rank{rank}.log"))
+                 for rank in range(world_size)]
         logs = finish(procs, timeout)
         failed = [r for r, p in enumerate(procs) if p.returncode != 0 and r not in may_die]
         if failed:
@@ -117,9 +184,32 @@ def _worker(spec: dict) -> None:
     torch.save(result, Path(spec["out"]) / f"rank{os.environ['RANK']}.pt")
 
 
-if __name__ == "__main__":
-    _worker(json.loads(sys.argv[1]))
+def _forked_rank(spec: str, environment: dict, log: str) -> None:
+    """A forked rank's start: its output to its log, its environment, the device backends, then the job."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(environment)
+    preloaded = "torch" in sys.modules   # by rank_preload.py, without the backends; else importing it loads them
+    import torch
+    import torch.distributed
+
+    torch.distributed.set_debug_level_from_env()   # torch's import read TORCH_DISTRIBUTED_DEBUG in the server
+    if preloaded and torch._is_device_backend_autoload_enabled():
+        torch._import_device_backends()
+    _end(spec)
+
+
+def _end(spec: str) -> None:
+    _worker(json.loads(spec))
     # The result is saved: skip interpreter teardown, where the device core sometimes aborts
     # ("terminate called without an active exception", also without any process group).
     sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(0)
+
+
+if __name__ == "__main__":
+    _end(sys.argv[1])
