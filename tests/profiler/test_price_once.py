@@ -226,6 +226,35 @@ def test_a_compiled_graph_is_one_span_priced_on_the_graph_its_backend_received(t
     assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(priced.seconds, rel=1e-12)
 
 
+def test_a_compiled_graph_moves_its_inputs_and_results_through_hbm():
+    """A fused graph reads its inputs from HBM once and writes its results once; what it computes in between (x @ w
+    and its relu) stays on chip (costmodel/ops.graph). Its span's record carries those bytes, so the step's MBU in
+    the profile summary counts them: bytes over the window and the core's share of HBM bandwidth."""
+    from localneuron.profiler import profile_files
+
+    def step(x, w):
+        return (x @ w).relu().sum(-1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="neuron")
+    x, w = torch.randn(64, 4096).to("neuron"), torch.randn(4096, 8).to("neuron")
+    with torch.no_grad():
+        compiled(x, w)  # compiled outside the trace
+        torch.neuron.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+            out = compiled(x, w)
+            torch.neuron.synchronize()
+    moved = sum(t.numel() * t.element_size() for t in (x, w, out))
+    (graph,) = kineto_bridge.last_trace.spans
+    assert graph.work.kind == "graph" and graph.work.bytes == moved
+    (summary,) = profile_files._summary(kineto_bridge.last_trace, [])["steps"]
+    chip = selected_target()
+    window = (graph.end_ns - graph.start_ns) * 1e-9
+    assert summary["hbm_bytes"] == moved
+    assert summary["mbu"] > 0
+    assert summary["mbu"] == pytest.approx(moved / (window * chip.hbm_bytes_per_s * chip.lnc / chip.physical_cores))
+
+
 def test_an_nki_kernel_span_is_its_cycle_model_timing(tmp_path):
     import nki
     import nki.language as nl
