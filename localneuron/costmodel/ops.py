@@ -76,8 +76,9 @@ class GraphOp:
     """One op of a graph: its name, and its operands as (tensor key, tensor) pairs; keys say which
     operands are the same tensor (a storage), so the graph knows what is produced inside it. `issued`:
     what the device issues for it when it runs eagerly (an executable; a copy within HBM of its outputs'
-    bytes; nothing, for an allocation or an op the device runs as a view), which only eager_sequence reads:
-    a compiled graph prices every op by its rule."""
+    bytes; nothing, for an allocation or an op the device runs as a view; or the name of the in-place op it
+    runs on its outputs, aten::zero_ for aten::zeros), which only eager_issues reads: a compiled graph
+    prices every op by its rule."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -181,13 +182,35 @@ def graph_bytes(ops: list[GraphOp], outputs: set, stored: dict | None = None) ->
                    for _, written, read in hbm_traffic(ops, outputs, stored)))
 
 
+def eager_issues(chip: Chip, op: GraphOp) -> list[tuple[str, str, Breakdown]]:
+    """What the device issues for `op` run eagerly (GraphOp.issued), each as (kind, name, price): ("op", its name)
+    for its executable, or for the in-place op the device runs on its outputs (a creation op whose composite
+    kernel allocates and fills); ("copy", "device_to_device") for a copy within HBM of its outputs' bytes; nothing
+    for an allocation or a view. The kinds and names are those of costmodel/work.py's DeviceWork."""
+    outputs = [t for _, t in op.outputs]
+    if op.issued == NOTHING:
+        return []
+    if op.issued == COPY and not op.on_host:
+        return [("copy", "device_to_device", copied(chip, _destination_bytes(op)))]
+    if op.issued in (EXECUTABLE, COPY):
+        return [("op", op.name, eager_op(chip, op.name, [t for _, t in op.inputs], outputs, op.on_host))]
+    return [("op", op.issued, eager_op(chip, op.issued, outputs, outputs, op.on_host))]
+
+
+def _destination_bytes(op: GraphOp) -> int:
+    """The bytes a copy writes: its destination once it holds the source, at the destination's dtype. A copy
+    broadcasts its source (copy_) or resizes its destination to it (_copy_from_and_resize, whose fake kernel
+    returns the destination unresized), so the destination holds as many elements as the larger of the two."""
+    tensors = [t for _, t in op.inputs + op.outputs]
+    if not op.outputs or not tensors:
+        return 0
+    return max(t.numel() for t in tensors) * op.outputs[0][1].element_size()
+
+
 def eager_sequence(chip: Chip, ops: list[GraphOp]) -> Breakdown:
-    """The same ops run eagerly, one by one, as the device issues them (GraphOp.issued): what compiling them saves."""
+    """The same ops run eagerly, one by one, as the device issues them (eager_issues): what compiling them saves."""
     total = Breakdown()
     for op in ops:
-        outputs = [t for _, t in op.outputs]
-        if op.issued == COPY and not op.on_host:
-            total += copied(chip, sum(tensor_bytes(t) for t in outputs))
-        elif op.issued != NOTHING:
-            total += eager_op(chip, op.name, [t for _, t in op.inputs], outputs, op.on_host)
+        for _, _, price in eager_issues(chip, op):
+            total += price
     return total

@@ -42,8 +42,11 @@ record is native, run through PyTorch's dispatch, and reported as "not confirmed
               in csrc/aten/kernels.cpp, or PyTorch's composite kernel when the device has none): COPY, a
               conversion or a copy between device tensors, one copy within HBM (_copy_from), priced by the
               destination's bytes as costmodel/work.price_copy does; NOTHING, an allocation, or _unsafe_view, whose
-              composite kernel is a view; unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py
-              reads it for the op-by-op sum
+              composite kernel is a view; an in-place op's name, the executable the device runs on its output
+              (ZEROED, FILLED: a creation op's composite kernel allocates, then runs zero_ or fill_ on the result);
+              unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py reads it for the op-by-op sum
+              (costmodel/ops.eager_issues); tests/profiler/test_price_once.py checks each against what the device
+              issues
     fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
               (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
               BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
@@ -160,6 +163,8 @@ RANDOM_BITS = Elementwise(gpsimd=1)  # random numbers are drawn on GpSimd
 RANDOM_NORMAL = Elementwise(gpsimd=2)  # two uniform draws per normal sample
 MEMSET = Elementwise(vector=0.5)  # memset into 16-bit types runs at N/2
 DROPOUT = Elementwise(gpsimd=1, vector=2)  # random bits on GpSimd, then mask and scale
+# what the device issues for a creation op (`issued`): its composite kernel allocates (empty) and fills in place
+ZEROED, FILLED = "aten::zero_", "aten::fill_"
 RAW_BYTES = ("its composite kernel reads and writes the tensors' bytes directly, which on the device would bypass the "
              "queue (racing the work that makes its inputs): run as one device op")
 SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
@@ -393,7 +398,7 @@ OPS = {
     "aten::embedding": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="decomposes into index_select", cost=MOVEMENT),
     "aten::embedding_dense_backward": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::empty": Record(NATIVE, cost=FREE, issued=NOTHING),
-    "aten::empty_like": Record(cost=FREE),
+    "aten::empty_like": Record(cost=FREE, issued=NOTHING),
     "aten::empty_strided": Record(NATIVE, cost=FREE, issued=NOTHING),
     "aten::eq": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
     "aten::erf": Record(NATIVE, cost=SCALAR_PASS),
@@ -408,8 +413,8 @@ OPS = {
     "aten::fill_": Record(NATIVE, cost=MEMSET),
     "aten::flip": Record(NATIVE, cost=MOVEMENT),
     "aten::floor_divide": Record(NATIVE),
-    "aten::full": Record(NATIVE, cost=FREE),
-    "aten::full_like": Record(cost=FREE),
+    "aten::full": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::full_like": Record(cost=FREE, issued=FILLED),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
     "aten::gcd": Record(why="int64 is computed in 32 bits and results outside int32 wrap: gcd(-2**31, 0) gives -2**31 (the CPU's int64 kernel: 2**31); int8/16/32 match the CPU"),
@@ -503,11 +508,11 @@ OPS = {
     "aten::ne": Record(NATIVE, fusible=(Fuse("Tensor", ANY),)),
     "aten::neg": Record(NATIVE, fusible=(Fuse("", ANY),), fast=Fast(UNARY)),
     "aten::neg_": Record(NATIVE, why=DOCS_ONLY),
-    "aten::new_empty": Record(NATIVE, cost=FREE),
+    "aten::new_empty": Record(NATIVE, cost=FREE, issued=NOTHING),
     "aten::new_empty_strided": Record(cost=FREE),
-    "aten::new_full": Record(cost=FREE),
-    "aten::new_ones": Record(cost=FREE),
-    "aten::new_zeros": Record(cost=FREE),
+    "aten::new_full": Record(cost=FREE, issued=FILLED),
+    "aten::new_ones": Record(cost=FREE, issued=FILLED),
+    "aten::new_zeros": Record(cost=FREE, issued=ZEROED),
     "aten::nll_loss2d_backward": Record(index_args_64bit_exempt=True),
     "aten::nll_loss2d_forward": Record(index_args_64bit_exempt=True),
     "aten::nll_loss_backward": Record(NATIVE, index_args_64bit_exempt=True),
@@ -518,8 +523,8 @@ OPS = {
     "aten::normal": Record(CPU_FALLBACK, why=RNG),
     "aten::normal_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_NORMAL),
     "aten::one_hot": Record(NATIVE, index_args_64bit_exempt=True),
-    "aten::ones": Record(NATIVE, cost=FREE),
-    "aten::ones_like": Record(NATIVE, cost=FREE),
+    "aten::ones": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::ones_like": Record(NATIVE, cost=FREE, issued=FILLED),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
     "aten::polygamma": Record(why=FLOAT32_RANGE),
     "aten::pow": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("Tensor_Scalar", ANY, only_with=("exponent", 2), why="squares only: x * x in both; other exponents are not tested equal"),), fast=Fast(TENSOR_SCALAR, "Tensor_Scalar", out="Tensor_Scalar_out")),
@@ -638,8 +643,8 @@ OPS = {
     "aten::view": Record(NATIVE),
     "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),)),
     "aten::zero_": Record(NATIVE, cost=MEMSET),
-    "aten::zeros": Record(NATIVE, cost=FREE),
-    "aten::zeros_like": Record(cost=FREE),
+    "aten::zeros": Record(NATIVE, cost=FREE, issued=ZEROED),
+    "aten::zeros_like": Record(cost=FREE, issued=ZEROED),
 }
 
 
