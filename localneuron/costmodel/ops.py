@@ -76,8 +76,9 @@ class GraphOp:
     """One op of a graph: its name, and its operands as (tensor key, tensor) pairs; keys say which
     operands are the same tensor (a storage), so the graph knows what is produced inside it. `issued`:
     what the device issues for it when it runs eagerly (an executable; a copy within HBM of its outputs'
-    bytes; nothing, for an allocation or an op the device runs as a view), which only eager_sequence reads:
-    a compiled graph prices every op by its rule."""
+    bytes; nothing, for an allocation or an op the device runs as a view; or the name of the in-place op it
+    runs on its outputs, aten::zero_ for aten::zeros), which only eager_issues reads: a compiled graph
+    prices every op by its rule."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -120,12 +121,10 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
     of the graph one more launch. `descriptor_bytes` names graph inputs whose layout only allows DMA
     descriptors that small (key -> bytes; a KV cache), `stored` those kept narrower in HBM than the
     graph computes with (key -> stored bytes; weight-only quantized weights, widened as they are read)."""
-    descriptor_bytes, stored = descriptor_bytes or {}, stored or {}
-    produced = set()   # keys some earlier op of the graph wrote: what a later op reads is on chip
-    read, written = set(), set()
+    descriptor_bytes = descriptor_bytes or {}
     total = Breakdown(launches=chip.launch_overhead_s)
     loop = _Loop()
-    for op in ops:
+    for op, written, read in hbm_traffic(ops, outputs, stored):
         if op.on_host:
             total += loop.close(chip)
             loop = _Loop()
@@ -134,17 +133,10 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
             total.launches += chip.launch_overhead_s    # the graph continues as a second piece
             continue
         memory = 0.0
-        for key, t in op.outputs:   # a result reaches HBM once, however many ops update it
-            if key in outputs and key not in written:
-                written.add(key)
-                memory += chip.hbm_transfer_s(tensor_bytes(t))
-        cap = sum(tensor_bytes(t) for _, t in op.outputs) if isinstance(engines.rule(op.name), engines.Movement) \
-            else float("inf")
-        for key, t in op.inputs:
-            if key not in produced and key not in read:
-                read.add(key)
-                memory += chip.hbm_transfer_s(min(stored.get(key, tensor_bytes(t)), cap), descriptor_bytes.get(key))
-        produced.update(key for key, _ in op.outputs)
+        for nbytes in written:
+            memory += chip.hbm_transfer_s(nbytes)
+        for key, nbytes in read:
+            memory += chip.hbm_transfer_s(nbytes, descriptor_bytes.get(key))
         work = op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs])
         if _fuses(op.name):
             loop.add(op.name, work, memory)
@@ -155,13 +147,70 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
     return total + loop.close(chip)
 
 
+def hbm_traffic(ops: list[GraphOp], outputs: set, stored: dict | None = None):
+    """What each op of a compiled graph moves through HBM, the one account graph() prices and graph_bytes sums:
+    (op, bytes of each result it writes, (key, bytes) of each graph input it reads). A result reaches HBM once,
+    however many ops update it; a graph input is read once, by the first op that reads it; what an earlier op
+    produced stays on chip; a data-movement op reads no more than it writes; `stored` as graph() says. A CPU
+    fallback op moves its operands over the host link instead: nothing here."""
+    stored = stored or {}
+    produced, read, written = set(), set(), set()
+    for op in ops:
+        if op.on_host:
+            yield op, [], []
+            continue
+        writes = []
+        for key, t in op.outputs:
+            if key in outputs and key not in written:
+                written.add(key)
+                writes.append(tensor_bytes(t))
+        cap = sum(tensor_bytes(t) for _, t in op.outputs) if isinstance(engines.rule(op.name), engines.Movement) \
+            else float("inf")
+        reads = []
+        for key, t in op.inputs:
+            if key not in produced and key not in read:
+                read.add(key)
+                reads.append((key, min(stored.get(key, tensor_bytes(t)), cap)))
+        produced.update(key for key, _ in op.outputs)
+        yield op, writes, reads
+
+
+def graph_bytes(ops: list[GraphOp], outputs: set, stored: dict | None = None) -> int:
+    """The HBM bytes a compiled graph moves per run (what MBU counts): its inputs read once and its results
+    written once; intermediates stay on chip (hbm_traffic)."""
+    return int(sum(sum(written) + sum(nbytes for _, nbytes in read)
+                   for _, written, read in hbm_traffic(ops, outputs, stored)))
+
+
+def eager_issues(chip: Chip, op: GraphOp) -> list[tuple[str, str, Breakdown]]:
+    """What the device issues for `op` run eagerly (GraphOp.issued), each as (kind, name, price): ("op", its name)
+    for its executable, or for the in-place op the device runs on its outputs (a creation op whose composite
+    kernel allocates and fills); ("copy", "device_to_device") for a copy within HBM of its outputs' bytes; nothing
+    for an allocation or a view. The kinds and names are those of costmodel/work.py's DeviceWork."""
+    outputs = [t for _, t in op.outputs]
+    if op.issued == NOTHING:
+        return []
+    if op.issued == COPY and not op.on_host:
+        return [("copy", "device_to_device", copied(chip, _destination_bytes(op)))]
+    if op.issued in (EXECUTABLE, COPY):
+        return [("op", op.name, eager_op(chip, op.name, [t for _, t in op.inputs], outputs, op.on_host))]
+    return [("op", op.issued, eager_op(chip, op.issued, outputs, outputs, op.on_host))]
+
+
+def _destination_bytes(op: GraphOp) -> int:
+    """The bytes a copy writes: its destination once it holds the source, at the destination's dtype. A copy
+    broadcasts its source (copy_) or resizes its destination to it (_copy_from_and_resize, whose fake kernel
+    returns the destination unresized), so the destination holds as many elements as the larger of the two."""
+    tensors = [t for _, t in op.inputs + op.outputs]
+    if not op.outputs or not tensors:
+        return 0
+    return max(t.numel() for t in tensors) * op.outputs[0][1].element_size()
+
+
 def eager_sequence(chip: Chip, ops: list[GraphOp]) -> Breakdown:
-    """The same ops run eagerly, one by one, as the device issues them (GraphOp.issued): what compiling them saves."""
+    """The same ops run eagerly, one by one, as the device issues them (eager_issues): what compiling them saves."""
     total = Breakdown()
     for op in ops:
-        outputs = [t for _, t in op.outputs]
-        if op.issued == COPY and not op.on_host:
-            total += copied(chip, sum(tensor_bytes(t) for t in outputs))
-        elif op.issued != NOTHING:
-            total += eager_op(chip, op.name, [t for _, t in op.inputs], outputs, op.on_host)
+        for _, _, price in eager_issues(chip, op):
+            total += price
     return total

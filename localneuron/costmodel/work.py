@@ -16,7 +16,7 @@ import torch
 from localneuron.costmodel import engines
 from localneuron.costmodel.collectives import c10d_seconds
 from localneuron.costmodel.hardware import Chip
-from localneuron.costmodel.ops import GraphOp, copied, eager_op, graph, moved_bytes
+from localneuron.costmodel.ops import GraphOp, copied, eager_op, graph, graph_bytes, moved_bytes
 
 TENSOR_E, VECTOR_E, SCALAR_E, GPSIMD_E, DMA, COLLECTIVES = "TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA", "Collectives"
 # the engines of a NeuronCore, in the order a profiler shows their tracks
@@ -71,7 +71,9 @@ def price_collective(chip: Chip, kind: str, nbytes: int, ranks: int) -> DeviceWo
 
 
 def price_graph(chip: Chip, name: str, ops: list[GraphOp], outputs: set) -> DeviceWork:
-    """A compiled graph (ops.graph: one launch, fused loops); shown on the engine its ops keep busiest."""
+    """A compiled graph (ops.graph: one launch, fused loops); shown on the engine its ops keep busiest. Its bytes
+    are what ops.graph charges HBM for (ops.graph_bytes): its inputs read and its results written, intermediates
+    staying on chip."""
     busy = dict.fromkeys(engines.ENGINES, 0.0)
     flops = 0.0
     for op in ops:
@@ -83,7 +85,7 @@ def price_graph(chip: Chip, name: str, ops: list[GraphOp], outputs: set) -> Devi
             busy[engine] += seconds
     busiest = max(busy, key=busy.get)
     return DeviceWork("graph", name, ENGINE_TRACKS[busiest] if busy[busiest] > 0 else DMA,
-                      graph(chip, ops, outputs).total, flops)
+                      graph(chip, ops, outputs).total, flops, graph_bytes(ops, outputs))
 
 
 def price_kernel(name: str, latency_ns: float, engine_busy_ns: dict) -> DeviceWork:

@@ -42,30 +42,22 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from localneuron.estimate.trace import Trace
+from localneuron.ops import op_records
+from localneuron.ops.op_records import names_with
 from localneuron.runtime.units import seconds_text
 
 STEPS = 2
 # a rank's dry run of the largest models takes minutes: one that runs an hour never reaches its priced step
 WORKER_TIMEOUT_S = 3600
-# c10d and functional-collective op -> (kind, which operand's bytes count: "in" | "out")
-COLLECTIVES = {
-    "allreduce_": ("all_reduce", "in"), "allreduce_coalesced_": ("all_reduce", "in"), "reduce_": ("all_reduce", "in"),
-    "allgather_": ("all_gather", "out"), "_allgather_base_": ("all_gather", "out"),
-    "allgather_coalesced_": ("all_gather", "out"), "allgather_into_tensor_coalesced_": ("all_gather", "out"),
-    "reduce_scatter_": ("reduce_scatter", "in"), "_reduce_scatter_base_": ("reduce_scatter", "in"),
-    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", "in"), "broadcast_": ("broadcast", "in"),
-    "alltoall_": ("all_to_all", "in"), "alltoall_base_": ("all_to_all", "in"), "gather_": ("all_gather", "out"),
-    "scatter_": ("all_gather", "in"), "send": ("send", "in"), "recv_": ("recv", "in"),
-    "all_reduce": ("all_reduce", "in"), "all_reduce_coalesced": ("all_reduce", "in"),
-    "all_gather_into_tensor": ("all_gather", "out"), "all_gather_into_tensor_coalesced": ("all_gather", "out"),
-    "reduce_scatter_tensor": ("reduce_scatter", "in"), "reduce_scatter_tensor_coalesced": ("reduce_scatter", "in"),
-    "all_to_all_single": ("all_to_all", "in"), "broadcast": ("broadcast", "in"),
-}
+# c10d and functional-collective op ("c10d::allreduce_") -> Collective(kind, which operands' bytes count), from
+# the op records' `collective` field
+COLLECTIVES = names_with("collective")
 
 
 # A host read of a device value (`if not torch.isfinite(loss)`, `loss.item()`) answers what a healthy
 # run reads: values are finite. Outputs whose healthy value an op implies carry it (HEALTHY_VALUE), from
-# its operands': op -> rule(args) giving True, False or None (not implied). Every other read is 0 / False.
+# its operands': the op records' `healthy_read` field names the rule (HEALTHY_RULES), rule(args) giving True,
+# False or None (not implied). Every other read is 0 / False.
 HEALTHY_VALUE = "_localneuron_healthy_value"
 
 
@@ -95,19 +87,21 @@ def _negated(args):
     return None if known is None else not known
 
 
-HEALTHY_READS = {
-    "isfinite": lambda args: True,
-    **dict.fromkeys(("isnan", "isinf", "isposinf", "isneginf"), lambda args: False),
-    "eq": _compared_with_itself_or_infinity(True), "ne": _compared_with_itself_or_infinity(False),
-    "logical_not": _negated, "bitwise_not": _negated,
-    **dict.fromkeys(("logical_and", "bitwise_and", "mul"), _both(lambda a, b: a and b)),
-    **dict.fromkeys(("logical_or", "bitwise_or"), _both(lambda a, b: a or b)),
-    **dict.fromkeys(("logical_xor", "bitwise_xor"), _both(lambda a, b: a != b)),
-    # a reduction or copy of values that are all the same is that value
-    **dict.fromkeys(("all", "any", "_to_copy", "clone", "detach", "alias", "view", "reshape", "squeeze",
-                     "unsqueeze", "expand"), lambda args: _known(args[0])),
-    "where": lambda args: None if _known(args[0]) is None else _known(args[1] if _known(args[0]) else args[2]),
+HEALTHY_RULES = {
+    op_records.READS_TRUE: lambda args: True,
+    op_records.READS_FALSE: lambda args: False,
+    op_records.READS_EQUAL_TO_ITSELF: _compared_with_itself_or_infinity(True),
+    op_records.READS_UNEQUAL_TO_ITSELF: _compared_with_itself_or_infinity(False),
+    op_records.READS_NEGATED: _negated,
+    op_records.READS_BOTH: _both(lambda a, b: a and b),
+    op_records.READS_EITHER: _both(lambda a, b: a or b),
+    op_records.READS_EXACTLY_ONE: _both(lambda a, b: a != b),
+    op_records.READS_ITS_INPUT: lambda args: _known(args[0]),
+    op_records.READS_SELECTED:
+        lambda args: None if _known(args[0]) is None else _known(args[1] if _known(args[0]) else args[2]),
 }
+# op ("aten::isfinite") -> its rule
+HEALTHY_READS = {op: HEALTHY_RULES[rule] for op, rule in names_with("healthy_read").items()}
 
 
 def _host_read(tensor: torch.Tensor):
@@ -201,25 +195,25 @@ class ScriptTrace(Trace):
         if name in ("wait_tensor", "_wrap_tensor_autograd"):   # the collective has completed: its output as is
             return args[0]
         if func.namespace in ("c10d", "_c10d_functional"):
-            if name in COLLECTIVES:
-                self._record_collective(name, func, args)
+            if func._schema.name in COLLECTIVES:
+                self._record_collective(COLLECTIVES[func._schema.name], func, args)
             with self.fake:
                 return func(*args, **kwargs)
         with self.fake:
             out = super().__torch_dispatch__(func, types, args, kwargs)
-        rule = HEALTHY_READS.get(name)
+        rule = HEALTHY_READS.get(func._schema.name)
         if rule is not None and isinstance(out, torch.Tensor) and (known := rule(args)) is not None:
             setattr(out, HEALTHY_VALUE, known)
         return out
 
-    def _record_collective(self, name: str, func, args) -> None:
-        kind, side = COLLECTIVES[name]
+    def _record_collective(self, collective: op_records.Collective, func, args) -> None:
+        kind, side = collective.kind, collective.counted
         tensors = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
         if kind in ("all_gather", "reduce_scatter") and len(tensors) >= 2:
             half = len(tensors) // 2   # (outputs, inputs) for c10d, (input,) for funcol
             outs, ins = (tensors[:half], tensors[half:]) if func.namespace == "c10d" else ([], tensors)
-            counted = outs if side == "out" else ins
+            counted = outs if side == op_records.OUTPUTS else ins
             nbytes = sum(t.numel() * t.element_size() for t in (counted or tensors))
         ranks = _group_ranks(func, args)
         if kind == "all_gather" and func.namespace == "_c10d_functional":

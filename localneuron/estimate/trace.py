@@ -4,7 +4,7 @@ each op (localneuron.ops.policy.classify: support table, CPU fallbacks, 64-bit p
 collectives it would issue, the tensors autograd saves, and the bytes alive at each point (an
 allocator without caching, counting each storage's bytes: what max_memory_allocated measures). Each op also
 records what the device issues for it run eagerly (ISSUED): the executable the device prices with
-costmodel/work.price_op, a copy within HBM, or nothing."""
+costmodel/work.price_op, a copy within HBM, nothing, or the in-place op a creation op's kernel runs on its result."""
 import contextlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,8 +22,9 @@ from localneuron.ops.policy import classify
 
 _active: list["Trace"] = []
 
-# Ops the device runs eagerly without an executable of its own: op -> COPY or NOTHING, from the op records'
-# `issued` field (op_records.py says why each); every other op issues its executable.
+# Ops the device runs eagerly without an executable of their own: op -> COPY, NOTHING or the in-place op the device
+# runs on the output (aten::zeros: aten::zero_), from the op records' `issued` field (op_records.py says why each;
+# costmodel/ops.eager_issues prices it); every other op issues its executable.
 ISSUED = names_with("issued")
 
 

@@ -1,7 +1,8 @@
 """One record per ATen op: everything the device decides about an op, in one table (OpInfo style).
 
-Key: "aten::name" (every overload) or "aten::name.overload" (that overload only). An op without a
-record is native, run through PyTorch's dispatch, and reported as "not confirmed by the support table".
+Key: "aten::name" (every overload) or "aten::name.overload" (that overload only); c10d's collectives, dispatcher
+ops too, are keyed "c10d::name" and "_c10d_functional::name". An op without a record is native, run through
+PyTorch's dispatch, and reported as "not confirmed by the support table".
 
     support   TorchNeuron's rule from its support table: NATIVE or CPU_FALLBACK (source: torch-neuronx
               snapshot 2026-04-21 python_ops/torch_mlir/ops/*.py, python_ops/__init__.py,
@@ -42,12 +43,26 @@ record is native, run through PyTorch's dispatch, and reported as "not confirmed
               in csrc/aten/kernels.cpp, or PyTorch's composite kernel when the device has none): COPY, a
               conversion or a copy between device tensors, one copy within HBM (_copy_from), priced by the
               destination's bytes as costmodel/work.price_copy does; NOTHING, an allocation, or _unsafe_view, whose
-              composite kernel is a view; unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py
-              reads it for the op-by-op sum
+              composite kernel is a view; an in-place op's name, the executable the device runs on its output
+              (ZEROED, FILLED: a creation op's composite kernel allocates, then runs zero_ or fill_ on the result);
+              unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py reads it for the op-by-op sum
+              (costmodel/ops.eager_issues); tests/profiler/test_price_once.py checks each against what the device
+              issues
     fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
               (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
               BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
               Llama and transformer steps of benchmarks/eager_overhead.py
+  Estimate (localneuron/estimate/script.py reads these):
+    healthy_read  what a healthy run reads from its output, the rule `estimate --script` answers a host read of a
+              device value with (its tensors are fake, so a script's `if not torch.isfinite(loss)` or
+              `loss.item()` is given what a run without overflow would give): READS_TRUE, READS_FALSE (isfinite
+              is true, isnan false: values are finite); READS_EQUAL_TO_ITSELF, READS_UNEQUAL_TO_ITSELF (x == x
+              is true, x == inf false); READS_NEGATED, READS_BOTH, READS_EITHER, READS_EXACTLY_ONE (logic on
+              its operands' healthy values); READS_ITS_INPUT (a reduction, copy or view of values that are all
+              the same is that value); READS_SELECTED (where: the operand its condition picks). An output whose
+              rule gives nothing is read as 0 / False
+    collective  Collective(kind, counted): a c10d or functional collective, which `estimate --script` prices by
+              its kind (costmodel/collectives.py) on the bytes of its inputs (INPUTS) or outputs (OUTPUTS)
     why       the reason, where the entry is special
 """
 from dataclasses import dataclass
@@ -117,6 +132,24 @@ class Fast:
         return f"{self.overload or 'default'}({self.form}, out={self.out})"
 
 
+# what a healthy run reads from an op's output (Record.healthy_read; estimate/script.py gives each its rule)
+READS_TRUE, READS_FALSE = "true", "false"
+READS_EQUAL_TO_ITSELF, READS_UNEQUAL_TO_ITSELF = "equal to itself", "unequal to itself"
+READS_NEGATED, READS_BOTH, READS_EITHER, READS_EXACTLY_ONE = "negated", "both", "either", "exactly one"
+READS_ITS_INPUT, READS_SELECTED = "its input's", "the selected operand's"
+# which operands' bytes a collective moves (Collective.counted)
+INPUTS, OUTPUTS = "in", "out"
+
+
+@dataclass(frozen=True)
+class Collective:
+    kind: str     # as costmodel/collectives.py prices it: all_reduce, all_gather, reduce_scatter, broadcast...
+    counted: str  # INPUTS or OUTPUTS
+
+    def __str__(self) -> str:
+        return f"{self.kind}(bytes of its {'inputs' if self.counted == INPUTS else 'outputs'})"
+
+
 @dataclass(frozen=True)
 class Record:
     support: str | None = None
@@ -136,6 +169,8 @@ class Record:
     fusible: tuple[Fuse, ...] = ()
     fast: Fast | None = None
     issued: str = ""
+    healthy_read: str = ""
+    collective: Collective | None = None
     why: str = ""
 
 
@@ -160,6 +195,8 @@ RANDOM_BITS = Elementwise(gpsimd=1)  # random numbers are drawn on GpSimd
 RANDOM_NORMAL = Elementwise(gpsimd=2)  # two uniform draws per normal sample
 MEMSET = Elementwise(vector=0.5)  # memset into 16-bit types runs at N/2
 DROPOUT = Elementwise(gpsimd=1, vector=2)  # random bits on GpSimd, then mask and scale
+# what the device issues for a creation op (`issued`): its composite kernel allocates (empty) and fills in place
+ZEROED, FILLED = "aten::zero_", "aten::fill_"
 RAW_BYTES = ("its composite kernel reads and writes the tensors' bytes directly, which on the device would bypass the "
              "queue (racing the work that makes its inputs): run as one device op")
 SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
@@ -319,7 +356,7 @@ OPS = {
     "aten::_thnn_fused_gru_cell_backward": Record(run=decompose(fused_gru_cell_backward), why=CELL),
     "aten::_thnn_fused_lstm_cell": Record(run=decompose(fused_lstm_cell), why=CELL),
     "aten::_thnn_fused_lstm_cell_backward_impl": Record(run=decompose(fused_lstm_cell_backward_impl), why=CELL),
-    "aten::_to_copy": Record(NATIVE, cost=CONVERSION, issued=COPY),
+    "aten::_to_copy": Record(NATIVE, cost=CONVERSION, issued=COPY, healthy_read=READS_ITS_INPUT),
     "aten::_to_sparse": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsc": Record(unsupported=SPARSE),
     "aten::_to_sparse_bsr": Record(unsupported=SPARSE),
@@ -340,10 +377,11 @@ OPS = {
     "aten::addmm.dtype": Record(run=decompose(addmm_dtype), why=OUT_DTYPE),
     "aten::addmv": Record(NATIVE),
     "aten::addmv_": Record(NATIVE),
-    "aten::all": Record(NATIVE, cost=REDUCTION),
+    "aten::alias": Record(healthy_read=READS_ITS_INPUT),
+    "aten::all": Record(NATIVE, cost=REDUCTION, healthy_read=READS_ITS_INPUT),
     "aten::amax": Record(NATIVE, cost=REDUCTION),
     "aten::amin": Record(NATIVE, cost=REDUCTION),
-    "aten::any": Record(NATIVE, cost=REDUCTION),
+    "aten::any": Record(NATIVE, cost=REDUCTION, healthy_read=READS_ITS_INPUT),
     "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE, shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
     "aten::argmax": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argmin": Record(index_args_64bit_exempt=True, cost=REDUCTION),
@@ -360,12 +398,12 @@ OPS = {
     "aten::bernoulli": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::bernoulli_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::bincount": Record(index_args_64bit_exempt=True),
-    "aten::bitwise_and": Record(NATIVE),
+    "aten::bitwise_and": Record(NATIVE, healthy_read=READS_BOTH),
     "aten::bitwise_left_shift": Record(NATIVE),
-    "aten::bitwise_not": Record(NATIVE),
-    "aten::bitwise_or": Record(NATIVE),
+    "aten::bitwise_not": Record(NATIVE, healthy_read=READS_NEGATED),
+    "aten::bitwise_or": Record(NATIVE, healthy_read=READS_EITHER),
     "aten::bitwise_right_shift": Record(NATIVE),
-    "aten::bitwise_xor": Record(NATIVE),
+    "aten::bitwise_xor": Record(NATIVE, healthy_read=READS_EXACTLY_ONE),
     "aten::bmm": Record(NATIVE, cost=Matmul("bmm"), fast=Fast(BINARY)),
     "aten::bmm.dtype": Record(run=decompose(bmm_dtype), why=OUT_DTYPE),
     "aten::cat": Record(NATIVE, cost=MOVEMENT),
@@ -375,7 +413,7 @@ OPS = {
     "aten::clamp": Record(NATIVE, fusible=(Fuse("", ANY, why="generated from adaptive_eager/compile.py's EXACT_DECOMPOSITIONS, which keep ATen's signed zeros"),)),
     "aten::clamp_max": Record(NATIVE),
     "aten::clamp_min": Record(NATIVE),
-    "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT, fusible=(Fuse("", ANY),)),
+    "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT, fusible=(Fuse("", ANY),), healthy_read=READS_ITS_INPUT),
     "aten::constant_pad_nd": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
     "aten::contiguous": Record(NATIVE, why=DOCS_ONLY, cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
@@ -383,7 +421,7 @@ OPS = {
     "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY),
     "aten::cos": Record(NATIVE, cost=SCALAR_PASS),
     "aten::cumsum": Record(NATIVE, cost=REDUCTION),
-    "aten::detach": Record(cost=FREE),
+    "aten::detach": Record(cost=FREE, healthy_read=READS_ITS_INPUT),
     "aten::div": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor")),
     "aten::div_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::dot": Record(NATIVE),
@@ -393,23 +431,24 @@ OPS = {
     "aten::embedding": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="decomposes into index_select", cost=MOVEMENT),
     "aten::embedding_dense_backward": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::empty": Record(NATIVE, cost=FREE, issued=NOTHING),
-    "aten::empty_like": Record(cost=FREE),
+    "aten::empty_like": Record(cost=FREE, issued=NOTHING),
     "aten::empty_strided": Record(NATIVE, cost=FREE, issued=NOTHING),
-    "aten::eq": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY))),
+    "aten::eq": Record(NATIVE, fusible=(Fuse("Tensor", ANY), Fuse("Scalar", ANY)), healthy_read=READS_EQUAL_TO_ITSELF),
     "aten::erf": Record(NATIVE, cost=SCALAR_PASS),
     "aten::erfc": Record(cost=SCALAR_PASS),
     "aten::erfinv": Record(NATIVE),
     "aten::exp": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::exp2": Record(cost=SCALAR_PASS),
     "aten::exp_": Record(cost=SCALAR_PASS),
+    "aten::expand": Record(healthy_read=READS_ITS_INPUT),
     "aten::expm1": Record(cost=SCALAR_PASS),
     "aten::exponential_": Record(CPU_FALLBACK, why=RNG),
     "aten::eye": Record(NATIVE),
     "aten::fill_": Record(NATIVE, cost=MEMSET),
     "aten::flip": Record(NATIVE, cost=MOVEMENT),
     "aten::floor_divide": Record(NATIVE),
-    "aten::full": Record(NATIVE, cost=FREE),
-    "aten::full_like": Record(cost=FREE),
+    "aten::full": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::full_like": Record(cost=FREE, issued=FILLED),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
     "aten::gcd": Record(why="int64 is computed in 32 bits and results outside int32 wrap: gcd(-2**31, 0) gives -2**31 (the CPU's int64 kernel: 2**31); int8/16/32 match the CPU"),
@@ -439,10 +478,11 @@ OPS = {
     "aten::index_put_": Record(index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_select": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_select_backward": Record(NATIVE),
-    "aten::isfinite": Record(NATIVE),
-    "aten::isinf": Record(NATIVE),
-    "aten::isnan": Record(NATIVE),
-    "aten::isneginf": Record(NATIVE),
+    "aten::isfinite": Record(NATIVE, healthy_read=READS_TRUE),
+    "aten::isinf": Record(NATIVE, healthy_read=READS_FALSE),
+    "aten::isnan": Record(NATIVE, healthy_read=READS_FALSE),
+    "aten::isneginf": Record(NATIVE, healthy_read=READS_FALSE),
+    "aten::isposinf": Record(healthy_read=READS_FALSE),
     "aten::kaiser_window": Record(run=WHOLE_INCLUDING_OUT, why="calls kaiser_window_stub for the tensor's device (DispatchStub: missing kernel); " + FLOAT32_RANGE),
     "aten::kthvalue": Record(index_args_64bit_exempt=True),
     "aten::le": Record(NATIVE),
@@ -463,10 +503,10 @@ OPS = {
     "aten::log2": Record(cost=SCALAR_PASS),
     "aten::log_normal_": Record(CPU_FALLBACK, why=RNG),
     "aten::log_softmax": Record(NATIVE),
-    "aten::logical_and": Record(NATIVE),
-    "aten::logical_not": Record(NATIVE),
-    "aten::logical_or": Record(NATIVE),
-    "aten::logical_xor": Record(NATIVE),
+    "aten::logical_and": Record(NATIVE, healthy_read=READS_BOTH),
+    "aten::logical_not": Record(NATIVE, healthy_read=READS_NEGATED),
+    "aten::logical_or": Record(NATIVE, healthy_read=READS_EITHER),
+    "aten::logical_xor": Record(NATIVE, healthy_read=READS_EXACTLY_ONE),
     "aten::logit_backward": Record(quirk=LOGIT_BACKWARD),
     "aten::logspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::logsumexp": Record(cost=REDUCTION),
@@ -488,7 +528,7 @@ OPS = {
     "aten::mm.dtype": Record(run=decompose(mm_dtype), why=OUT_DTYPE),
     "aten::mode": Record(run=WHOLE_INCLUDING_OUT, index_args_64bit_exempt=True, why="mode.values accepts only CPU, CUDA and XPU tensors"),
     "aten::mse_loss": Record(run=WHOLE, why="its out= decomposition resizes a 0-dim output, which PyTorch warns about"),
-    "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor")),
+    "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor"), healthy_read=READS_BOTH),
     "aten::mul_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::multi_margin_loss": Record(index_args_64bit_exempt=True),
     "aten::multinomial": Record(CPU_FALLBACK, why=RNG),
@@ -500,14 +540,14 @@ OPS = {
     "aten::native_group_norm": Record(run=WHOLE, why="decomposes into five ops, each rounding to bf16"),
     "aten::native_layer_norm": Record(NATIVE, run=WHOLE, why="decomposes into batch_norm on a reshaped input", cost=Rows(vector=4, scalar=1)),
     "aten::native_layer_norm_backward": Record(NATIVE, cost=Rows(vector=8, scalar=1)),
-    "aten::ne": Record(NATIVE, fusible=(Fuse("Tensor", ANY),)),
+    "aten::ne": Record(NATIVE, fusible=(Fuse("Tensor", ANY),), healthy_read=READS_UNEQUAL_TO_ITSELF),
     "aten::neg": Record(NATIVE, fusible=(Fuse("", ANY),), fast=Fast(UNARY)),
     "aten::neg_": Record(NATIVE, why=DOCS_ONLY),
-    "aten::new_empty": Record(NATIVE, cost=FREE),
+    "aten::new_empty": Record(NATIVE, cost=FREE, issued=NOTHING),
     "aten::new_empty_strided": Record(cost=FREE),
-    "aten::new_full": Record(cost=FREE),
-    "aten::new_ones": Record(cost=FREE),
-    "aten::new_zeros": Record(cost=FREE),
+    "aten::new_full": Record(cost=FREE, issued=FILLED),
+    "aten::new_ones": Record(cost=FREE, issued=FILLED),
+    "aten::new_zeros": Record(cost=FREE, issued=ZEROED),
     "aten::nll_loss2d_backward": Record(index_args_64bit_exempt=True),
     "aten::nll_loss2d_forward": Record(index_args_64bit_exempt=True),
     "aten::nll_loss_backward": Record(NATIVE, index_args_64bit_exempt=True),
@@ -518,8 +558,8 @@ OPS = {
     "aten::normal": Record(CPU_FALLBACK, why=RNG),
     "aten::normal_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_NORMAL),
     "aten::one_hot": Record(NATIVE, index_args_64bit_exempt=True),
-    "aten::ones": Record(NATIVE, cost=FREE),
-    "aten::ones_like": Record(NATIVE, cost=FREE),
+    "aten::ones": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::ones_like": Record(NATIVE, cost=FREE, issued=FILLED),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
     "aten::polygamma": Record(why=FLOAT32_RANGE),
     "aten::pow": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("Tensor_Scalar", ANY, only_with=("exponent", 2), why="squares only: x * x in both; other exponents are not tested equal"),), fast=Fast(TENSOR_SCALAR, "Tensor_Scalar", out="Tensor_Scalar_out")),
@@ -550,6 +590,7 @@ OPS = {
     "aten::replication_pad1d": Record(NATIVE),
     "aten::replication_pad2d": Record(NATIVE),
     "aten::replication_pad3d": Record(NATIVE),
+    "aten::reshape": Record(healthy_read=READS_ITS_INPUT),
     "aten::resize_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True, issued=NOTHING),
     "aten::resize_as_": Record(reallocating_inplace_view=True),
     "aten::rms_norm": Record(NATIVE, why="registered only for torch >= 2.9"),
@@ -600,6 +641,7 @@ OPS = {
     "aten::special_shifted_chebyshev_polynomial_w": Record(quirk=ORTHOGONAL_POLYNOMIAL),
     "aten::sqrt": Record(NATIVE, cost=SCALAR_PASS),
     "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY, cost=SCALAR_PASS),
+    "aten::squeeze": Record(healthy_read=READS_ITS_INPUT),
     "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
     "aten::std": Record(cost=REDUCTION),
     "aten::sub": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", NUMBERS_FLOAT32, only_with=("alpha", 1), why=FMA),), fast=Fast(BINARY_ALPHA, "Tensor")),
@@ -623,6 +665,7 @@ OPS = {
     "aten::unfold": Record(NATIVE),
     "aten::uniform_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::unique_dim": Record(index_args_64bit_exempt=True),
+    "aten::unsqueeze": Record(healthy_read=READS_ITS_INPUT),
     "aten::upsample_bicubic2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback="interpolation in image models"),
     "aten::upsample_bicubic2d_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
     "aten::upsample_bilinear2d": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, shape_from_float_or_string=FLOAT_SCALE, queued_fallback="interpolation in every step of diffusion U-Nets"),
@@ -635,11 +678,36 @@ OPS = {
     "aten::value_selecting_reduction_backward": Record(NATIVE),
     "aten::var": Record(cost=REDUCTION),
     "aten::var_mean": Record(cost=REDUCTION),
-    "aten::view": Record(NATIVE),
-    "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),)),
+    "aten::view": Record(NATIVE, healthy_read=READS_ITS_INPUT),
+    "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),), healthy_read=READS_SELECTED),
     "aten::zero_": Record(NATIVE, cost=MEMSET),
-    "aten::zeros": Record(NATIVE, cost=FREE),
-    "aten::zeros_like": Record(cost=FREE),
+    "aten::zeros": Record(NATIVE, cost=FREE, issued=ZEROED),
+    "aten::zeros_like": Record(cost=FREE, issued=ZEROED),
+    "_c10d_functional::all_gather_into_tensor": Record(collective=Collective("all_gather", OUTPUTS)),
+    "_c10d_functional::all_gather_into_tensor_coalesced": Record(collective=Collective("all_gather", OUTPUTS)),
+    "_c10d_functional::all_reduce": Record(collective=Collective("all_reduce", INPUTS)),
+    "_c10d_functional::all_reduce_coalesced": Record(collective=Collective("all_reduce", INPUTS)),
+    "_c10d_functional::all_to_all_single": Record(collective=Collective("all_to_all", INPUTS)),
+    "_c10d_functional::broadcast": Record(collective=Collective("broadcast", INPUTS)),
+    "_c10d_functional::reduce_scatter_tensor": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "_c10d_functional::reduce_scatter_tensor_coalesced": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "c10d::_allgather_base_": Record(collective=Collective("all_gather", OUTPUTS)),
+    "c10d::_reduce_scatter_base_": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "c10d::allgather_": Record(collective=Collective("all_gather", OUTPUTS)),
+    "c10d::allgather_coalesced_": Record(collective=Collective("all_gather", OUTPUTS)),
+    "c10d::allgather_into_tensor_coalesced_": Record(collective=Collective("all_gather", OUTPUTS)),
+    "c10d::allreduce_": Record(collective=Collective("all_reduce", INPUTS)),
+    "c10d::allreduce_coalesced_": Record(collective=Collective("all_reduce", INPUTS)),
+    "c10d::alltoall_": Record(collective=Collective("all_to_all", INPUTS)),
+    "c10d::alltoall_base_": Record(collective=Collective("all_to_all", INPUTS)),
+    "c10d::broadcast_": Record(collective=Collective("broadcast", INPUTS)),
+    "c10d::gather_": Record(collective=Collective("all_gather", OUTPUTS)),
+    "c10d::recv_": Record(collective=Collective("recv", INPUTS)),
+    "c10d::reduce_": Record(collective=Collective("all_reduce", INPUTS)),
+    "c10d::reduce_scatter_": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "c10d::reduce_scatter_tensor_coalesced_": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "c10d::scatter_": Record(collective=Collective("all_gather", INPUTS)),
+    "c10d::send": Record(collective=Collective("send", INPUTS)),
 }
 
 
@@ -694,6 +762,10 @@ def describe(op: str, r: Record) -> str:
         fields.append(f"fast={r.fast}")
     if r.issued:
         fields.append(f"issued={r.issued}")
+    if r.healthy_read:
+        fields.append(f"healthy_read={r.healthy_read}")
+    if r.collective is not None:
+        fields.append(f"collective={r.collective}")
     if r.why:
         fields.append(f"why={r.why}")
     return f"{op}: " + "; ".join(fields)

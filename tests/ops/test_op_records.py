@@ -18,8 +18,20 @@ def overloads(key: str) -> list[str]:
 
 @pytest.mark.parametrize("key", sorted(OPS))
 def test_every_key_is_a_dispatcher_op(key):
-    assert key.startswith("aten::")
-    assert (key in ALL_OPS) if "." in key else (key in ALL_NAMES), f"{key} is not an ATen operator of torch 2.13"
+    collective = OPS[key].collective is not None and key.startswith(("c10d::", "_c10d_functional::"))
+    assert key.startswith("aten::") or collective
+    assert (key in ALL_OPS) if "." in key else (key in ALL_NAMES), f"{key} is not a dispatcher operator of torch 2.13"
+
+
+def test_estimate_reads_healthy_values_and_collectives_from_the_records():
+    from localneuron.estimate import script
+
+    assert set(script.HEALTHY_READS) == {op for op, r in OPS.items() if r.healthy_read}
+    assert set(script.HEALTHY_RULES) == {r.healthy_read for r in OPS.values() if r.healthy_read}
+    assert script.HEALTHY_READS["aten::isfinite"](()) is True and script.HEALTHY_READS["aten::isnan"](()) is False
+    assert script.COLLECTIVES == {op: r.collective for op, r in OPS.items() if r.collective is not None}
+    assert script.COLLECTIVES["c10d::_allgather_base_"] == op_records.Collective("all_gather", op_records.OUTPUTS)
+    assert all(r.collective.counted in (op_records.INPUTS, op_records.OUTPUTS) for r in OPS.values() if r.collective)
 
 
 def test_special_records_say_why():

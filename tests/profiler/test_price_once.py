@@ -226,6 +226,35 @@ def test_a_compiled_graph_is_one_span_priced_on_the_graph_its_backend_received(t
     assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(priced.seconds, rel=1e-12)
 
 
+def test_a_compiled_graph_moves_its_inputs_and_results_through_hbm():
+    """A fused graph reads its inputs from HBM once and writes its results once; what it computes in between (x @ w
+    and its relu) stays on chip (costmodel/ops.graph). Its span's record carries those bytes, so the step's MBU in
+    the profile summary counts them: bytes over the window and the core's share of HBM bandwidth."""
+    from localneuron.profiler import profile_files
+
+    def step(x, w):
+        return (x @ w).relu().sum(-1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, backend="neuron")
+    x, w = torch.randn(64, 4096).to("neuron"), torch.randn(4096, 8).to("neuron")
+    with torch.no_grad():
+        compiled(x, w)  # compiled outside the trace
+        torch.neuron.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+            out = compiled(x, w)
+            torch.neuron.synchronize()
+    moved = sum(t.numel() * t.element_size() for t in (x, w, out))
+    (graph,) = kineto_bridge.last_trace.spans
+    assert graph.work.kind == "graph" and graph.work.bytes == moved
+    (summary,) = profile_files._summary(kineto_bridge.last_trace, [])["steps"]
+    chip = selected_target()
+    window = (graph.end_ns - graph.start_ns) * 1e-9
+    assert summary["hbm_bytes"] == moved
+    assert summary["mbu"] > 0
+    assert summary["mbu"] == pytest.approx(moved / (window * chip.hbm_bytes_per_s * chip.lnc / chip.physical_cores))
+
+
 def test_an_nki_kernel_span_is_its_cycle_model_timing(tmp_path):
     import nki
     import nki.language as nl
@@ -264,6 +293,87 @@ def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path, quiet):
     assert len(pieces) == 2, [e["name"] for e in spans]
     assert per_call_estimate(before, device_time.estimated_seconds()) == pytest.approx(
         sum(e["dur"] for e in pieces) / 1e6, abs=4e-9)
+
+
+# "aten::name[, variant]" -> (a call of the op, the shapes of the float32 tensors it is given): what the device issues
+# for it run eagerly, against what estimate prices
+ISSUE_CASES = {
+    "aten::_copy_from": (lambda x, y: torch.ops.aten._copy_from(x, y), [(64, 32), (64, 32)]),
+    "aten::_copy_from_and_resize": (lambda x, y: torch.ops.aten._copy_from_and_resize(x, y), [(64, 32), (0,)]),
+    "aten::_to_copy": (lambda x: torch.ops.aten._to_copy(x, dtype=torch.bfloat16), [(64, 32)]),
+    "aten::_unsafe_view": (lambda x: torch.ops.aten._unsafe_view(x, (32, 64)), [(64, 32)]),
+    "aten::copy_": (lambda x, y: y.copy_(x), [(64, 32), (64, 32)]),
+    "aten::copy_, broadcasting": (lambda x, y: y.copy_(x), [(1, 32), (64, 32)]),
+    "aten::empty": (lambda: torch.empty(64, 32, device="neuron"), []),
+    "aten::empty_strided": (lambda: torch.empty_strided((64, 32), (32, 1), device="neuron"), []),
+    "aten::resize_": (lambda x: x.resize_(128, 64), [(64, 32)]),
+    "aten::zeros": (lambda: torch.zeros(64, 32, device="neuron"), []),
+    "aten::new_zeros": (lambda x: x.new_zeros(64, 32), [(4,)]),
+    "aten::ones": (lambda: torch.ones(64, 32, device="neuron"), []),
+    "aten::full": (lambda: torch.full((64, 32), 2.0, device="neuron"), []),
+    "aten::new_empty": (lambda x: x.new_empty(64, 32), [(4,)]),
+    "aten::new_empty_strided": (lambda x: x.new_empty_strided((64, 32), (32, 1)), [(4,)]),
+    "aten::new_ones": (lambda x: x.new_ones(64, 32), [(4,)]),
+    "aten::new_full": (lambda x: x.new_full((64, 32), 2.0), [(4,)]),
+    "aten::empty_like": (torch.empty_like, [(64, 32)]),
+    "aten::full_like": (lambda x: torch.full_like(x, 2.0), [(64, 32)]),
+    "aten::zeros_like": (torch.zeros_like, [(64, 32)]),
+    "aten::ones_like": (torch.ones_like, [(64, 32)]),
+    "aten::arange": (lambda: torch.arange(64, device="neuron"), []),
+    "aten::clone": (torch.clone, [(64, 32)]),
+    "aten::contiguous": (lambda x: x.t().contiguous(), [(64, 32)]),
+    "aten::view": (lambda x: x.view(32, 64), [(64, 32)]),
+    "aten::reshape": (lambda x: x.reshape(32, 64), [(64, 32)]),
+    "aten::reshape, copying": (lambda x: x.t().reshape(-1), [(64, 32)]),
+    "aten::expand": (lambda x: x.expand(64, 32), [(1, 32)]),
+    "aten::t": (torch.t, [(64, 32)]),
+    "aten::transpose": (lambda x: x.transpose(0, 1), [(64, 32)]),
+    "aten::permute": (lambda x: x.permute(1, 0), [(64, 32)]),
+    "aten::detach": (torch.detach, [(64, 32)]),
+    "aten::to": (lambda x: x.to(torch.bfloat16), [(64, 32)]),
+    "aten::to, same dtype": (lambda x: x.to(torch.float32), [(64, 32)]),
+}
+
+
+def issued_on_the_device(fn, shapes) -> list[tuple]:
+    """(kind, name, ns) of each piece of work the device issues for fn, its inputs made on the device beforehand."""
+    fn(*[torch.randn(s).to("neuron") for s in shapes])  # each signature's first call, outside the trace
+    inputs = [torch.randn(s).to("neuron") for s in shapes]
+    torch.neuron.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        fn(*inputs)
+        torch.neuron.synchronize()
+    return [(s.work.kind, s.work.name, s.end_ns - s.start_ns) for s in kineto_bridge.last_trace.spans]
+
+
+def issued_in_the_estimate(fn, shapes) -> list[tuple]:
+    """(kind, name, ns) of what `localneuron estimate` prices for fn run op by op (estimate/trace.py, on fake
+    tensors: costmodel/ops.eager_issues, the price eager_sequence sums)."""
+    from localneuron.costmodel.ops import eager_issues
+    from localneuron.estimate.trace import Trace, fake_device
+
+    with fake_device():
+        inputs = [torch.empty(s, device="neuron") for s in shapes]
+        with Trace() as trace:
+            fn(*inputs)
+    chip = selected_target()
+    return [(kind, name, max(1, round(price.total * 1e9))) for p in trace.phases for op in p.ops
+            for kind, name, price in eager_issues(chip, op)]
+
+
+def test_every_record_that_says_what_the_device_issues_is_checked_here():
+    from localneuron.ops.op_records import names_with
+
+    assert set(names_with("issued")) <= set(ISSUE_CASES)
+
+
+@pytest.mark.parametrize("case", ISSUE_CASES)
+def test_estimate_prices_what_the_device_issues_for_an_eager_op(case):
+    """The records' `issued` field (estimate/trace.py reads it) against the device: for each op with one, and for
+    common creation and view ops, what `localneuron estimate` sums for it run op by op is what the device issues:
+    nothing, one copy within HBM or executables, with the same names and prices."""
+    fn, shapes = ISSUE_CASES[case]
+    assert issued_in_the_estimate(fn, shapes) == issued_on_the_device(fn, shapes)
 
 
 ESTIMATE_MODELS = Path(__file__).resolve().parents[1] / "support" / "estimate_models.py"
