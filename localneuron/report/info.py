@@ -23,6 +23,7 @@ def info() -> int:
 
     from localneuron.runtime import environment
     from localneuron.runtime.config import ConfigurationError, device_config
+    from localneuron.runtime.units import bytes_text
     from localneuron.runtime.version import VERSION
 
     print(f"localneuron {VERSION} (torch {torch.__version__}, python {sys.version.split()[0]})")
@@ -36,7 +37,7 @@ def info() -> int:
         t = config.target
         print(f"simulated target: {t.name} (NeuronCore {t.nc_version}), LOCALNEURON_TARGET to change")
         print(f"visible NeuronCores: {len(config.visible_cores)} {list(config.visible_cores)}")
-        print(f"HBM per NeuronCore: {config.hbm_bytes_per_core / (1 << 30):.1f} GiB")
+        print(f"HBM per NeuronCore: {bytes_text(config.hbm_bytes_per_core)}")
         print(f"device module: torch.neuron (available: {torch.neuron.is_available()})")
     print(f"compile cache: {environment.read('TORCH_NEURONX_NEFF_CACHE_DIR')}")
     print(f"compile artifacts: {environment.read('TORCH_NEURONX_DEBUG_DIR')}")
