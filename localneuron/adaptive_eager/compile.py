@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from localneuron.adaptive_eager import native, stats
+from localneuron.adaptive_eager import native, report, stats  # noqa: F401  (report: registers its section)
 from localneuron.adaptive_eager.fusible_ops import ONLY_WITH
 from localneuron.compiler import device_time
 from localneuron.compiler.host_compile import compile_host

@@ -1,5 +1,6 @@
 """The portability report's Adaptive Eager section (present once a run was compiled)."""
 from localneuron.adaptive_eager import stats
+from localneuron.runtime import report_sections
 
 
 def collect() -> dict:
@@ -19,3 +20,6 @@ def render(data: dict) -> list[str]:
     if data["failures"]:
         lines.append(f"    FUSION FAILURES: {data['failures']} (those runs ran unfused); last: {data['last_failure']}")
     return lines
+
+
+report_sections.register("adaptive_eager", collect, render)  # the section is in the report once this layer is used

@@ -5,4 +5,5 @@ partition.py (ops that run eagerly) -> host_compile.py (cache key, cache, artifa
 (host code generator) -> launch.py (runs host code on device memory). metrics.py and report.py say
 what was compiled, recompiled and cached.
 """
+from localneuron.compiler import report  # noqa: F401  (registers the portability report's compile section)
 from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401

@@ -5,7 +5,8 @@ Only metrics.py is imported here, so a report on a run that compiled nothing doe
 import sys
 from collections import Counter
 
-from localneuron.compiler import device_time, metrics
+from localneuron.compiler import metrics
+from localneuron.runtime import report_sections
 
 
 def _graph_breaks() -> dict[str, int]:
@@ -20,6 +21,8 @@ def _graph_breaks() -> dict[str, int]:
 
 
 def collect() -> dict:
+    from localneuron.compiler import device_time  # imported when the report is built: the package's import stays cheap
+
     graphs = metrics.graphs()
     splits = Counter(op for g in graphs for op in g.eager_ops)
     return {
@@ -75,3 +78,6 @@ def render(data: dict) -> list[str]:
         lines.append(f"COMPILE FAILURE in {f['frame']}: {f['error']}"
                      + (" (ran eagerly instead)" if f["ran_eagerly"] else ""))
     return lines
+
+
+report_sections.register("compile", collect, render)  # the section is in the report once this layer is used

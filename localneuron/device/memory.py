@@ -5,6 +5,7 @@ import sys
 from localneuron import _C
 from localneuron.device.devices import device_index
 from localneuron.runtime.checked_files import write_output
+from localneuron.runtime.units import bytes_text
 
 
 def _counters(device) -> dict:
@@ -97,14 +98,6 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return c["capacity"] - c["reserved_current"], c["capacity"]
 
 
-def _fmt(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     index = device_index(device)
     c = _C.memory_counters(index)
@@ -114,13 +107,15 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     ]
     lines = [
         f"|{'=' * 75}|",
-        f"| localneuron memory summary, device neuron:{index} (simulated HBM capacity {_fmt(c['capacity'])})".ljust(76) + "|",
+        f"| localneuron memory summary, device neuron:{index} (simulated HBM capacity "
+        f"{bytes_text(c['capacity'])})".ljust(76) + "|",
         f"|{'-' * 75}|",
         f"| {'Metric':<22}|{'Cur Usage':>13}|{'Peak Usage':>13}|{'Tot Alloc':>12}|{'Tot Freed':>11}|",
         f"|{'-' * 75}|",
     ]
     for name, cur, peak, total, freed in rows:
-        lines.append(f"| {name:<22}|{_fmt(cur):>13}|{_fmt(peak):>13}|{_fmt(total):>12}|{_fmt(freed):>11}|")
+        lines.append(f"| {name:<22}|{bytes_text(cur):>13}|{bytes_text(peak):>13}|{bytes_text(total):>12}|"
+                     f"{bytes_text(freed):>11}|")
     if not abbreviated:
         lines.append(f"|{'-' * 75}|")
         lines.append(f"| {'Allocation requests':<22}|{c['alloc_requests']:>13}|{'':>13}|{'':>12}|{'':>11}|")

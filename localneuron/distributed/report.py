@@ -12,6 +12,7 @@ import atexit
 import json
 
 from localneuron.distributed import stats
+from localneuron.runtime import report_sections
 from localneuron.runtime.checked_files import OutputDirectory
 from localneuron.runtime.environment import read
 from localneuron.runtime.units import bytes_text
@@ -40,6 +41,8 @@ def render(data: dict) -> list[str]:
         lines.append(f"  {kind:<{width}}  {s['calls']:>6} calls  {bytes_text(s['bytes']):>10}  {s['seconds']:>9.3f} s")
     return lines
 
+
+report_sections.register("distributed", collect, render)  # the section is in the report once this layer is used
 
 _rank_file: dict = {}  # rank and world size of the latest world group; written once, at exit
 

@@ -3,6 +3,7 @@
 User code imports it as `nki` (`import nki`, `import nki.language as nl`, `import nki.isa as nisa`).
 """
 from . import isa, language, torch_integration  # noqa: F401  (torch_integration gives kernels their tensor launcher)
+from . import report  # noqa: F401  (registers the portability report's NKI section)
 from .calls import clear_kernel_calls, kernel_calls
 from .cycle_model import KernelReport
 from .errors import NkiCapacityError, NkiConstraintError, NkiUsageError

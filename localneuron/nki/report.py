@@ -1,6 +1,8 @@
 """The NKI section of the portability report: kernel calls with their estimated device time."""
 from collections import defaultdict
 
+from localneuron.runtime import report_sections
+
 from .calls import kernel_calls
 
 
@@ -27,3 +29,6 @@ def render(data):
         lines.append(f"    {name:<36} {k['calls']:>6} calls {k['estimated_ns'] / 1000:>12.1f} us  "
                      f"bottleneck {k['bottleneck']}")
     return lines
+
+
+report_sections.register("nki", collect, render)  # the section is in the report once this layer is used

@@ -7,6 +7,7 @@ import time
 
 from localneuron.report import portability
 from localneuron.runtime import line_time
+from localneuron.runtime.units import bytes_text
 
 WIDTH, BAR_HEIGHT, LABEL_WIDTH = 760, 18, 330
 COLOURS = {"bars": "#3b7dd8", "memory": "#2a9d5c", "capacity": "#c0392b", "fallback": "#d35400", "sync": "#8e44ad"}
@@ -49,8 +50,8 @@ def _memory_chart(samples: list[dict], capacity: int) -> str:
     allocated = " ".join(f"{x(s['t']):.1f},{y(s['allocated']):.1f}" for s in samples)
     reserved = " ".join(f"{x(s['t']):.1f},{y(s['reserved']):.1f}" for s in samples)
     share = 100.0 * peak / capacity
-    capacity_note = (f"HBM capacity {capacity / 2**30:.1f} GiB (off the scale: peak reserved is {share:.2f}%)"
-                     if capacity > scale_top else f"HBM capacity {capacity / 2**30:.1f} GiB")
+    capacity_note = (f"HBM capacity {bytes_text(capacity)} (off the scale: peak reserved is {share:.2f}%)"
+                     if capacity > scale_top else f"HBM capacity {bytes_text(capacity)}")
     cap_y = y(capacity)
     return (f"<section><h2>{title}</h2>"
             f'<svg id="memory-chart" class="chart" width="{WIDTH}" height="{height}" role="img" aria-label="{title}">'
@@ -60,7 +61,7 @@ def _memory_chart(samples: list[dict], capacity: int) -> str:
             f'<polyline class="series" points="{reserved}" fill="none" stroke="#999" stroke-width="1.5"/>'
             f'<polyline class="series" points="{allocated}" fill="none" stroke="{COLOURS["memory"]}" stroke-width="2"/>'
             f'<text x="{left}" y="{height - 8}">0 s</text><text x="{WIDTH - 60}" y="{height - 8}">{span:.2f} s</text>'
-            f'<text x="4" y="14">{scale_top / 2**20:.1f} MiB</text></svg>'
+            f'<text x="4" y="14">{html.escape(bytes_text(scale_top))}</text></svg>'
             f'<p class="legend"><span style="color:{COLOURS["memory"]}">allocated</span>, '
             f'<span style="color:#999">reserved</span></p></section>')
 

@@ -2,32 +2,24 @@
 downcasts, device memory against capacity, executable-cache behaviour), plus the sections of the
 compile, distributed and NKI layers when the run used them. collect() builds the data once; render()
 and to_json() are its text and JSON views (html_page.py is the HTML one)."""
-import importlib
 import json
-import sys
 
 from localneuron import _C
 from localneuron.ops import tracking
 from localneuron.report import sources
-from localneuron.runtime import line_time
+from localneuron.runtime import line_time, report_sections
 from localneuron.runtime.config import device_config
 from localneuron.runtime.units import bytes_text
 
-# report section -> the layer package that must have been used, and its report module
-LAYER_SECTIONS = {
-    "compile": ("localneuron.compiler", "localneuron.compiler.report"),
-    "distributed": ("localneuron.distributed", "localneuron.distributed.report"),
-    "nki": ("localneuron.nki", "localneuron.nki.report"),
-    "huggingface": ("localneuron.integrations.hf", "localneuron.integrations.hf.report"),
-    "vllm": ("localneuron.integrations.vllm.stats", "localneuron.integrations.vllm.report"),
-    "adaptive_eager": ("localneuron.adaptive_eager.compile", "localneuron.adaptive_eager.report"),
-}
+# the order the layers' sections are collected and printed in; a section registered under another name
+# (runtime/report_sections.py) comes after these, in the order registered
+SECTION_ORDER = ("compile", "distributed", "nki", "huggingface", "vllm", "adaptive_eager")
 
 
-def _used_layers():
-    for name, (package, module) in LAYER_SECTIONS.items():
-        if package in sys.modules:
-            yield name, importlib.import_module(module)
+def _used_layers() -> list[report_sections.Section]:
+    """The sections of the layers the run used: each layer registers its own when it is first used."""
+    rank = {name: i for i, name in enumerate(SECTION_ORDER)}
+    return sorted(report_sections.registered(), key=lambda s: rank.get(s.name, len(SECTION_ORDER)))
 
 
 def collect() -> dict:
@@ -60,8 +52,8 @@ def collect() -> dict:
         "source_line_sample_gap_ns": line_time.mean_gap_ns(),
         "source_line_samples": line_time.sample_count(),
     }
-    for name, module in _used_layers():
-        data[name] = module.collect()
+    for section in _used_layers():
+        data[section.name] = section.collect()
     data["estimated_device_seconds"] = _device_time(data)
     return data
 
@@ -149,8 +141,9 @@ def render(data: dict) -> str:
     t = data["transfers"]
     lines.append(f"Host<->device transfers: {bytes_text(t['host_to_device_bytes'])} to the device, "
                  f"{bytes_text(t['device_to_host_bytes'])} back to the host")
-    for name, module in _used_layers():
-        lines += module.render(data[name])
+    for section in _used_layers():
+        if section.name in data:  # a layer first used after collect() has no data in this report
+            lines += section.render(data[section.name])
     lines += sources.render(data["sources"])
     if "ranks_merged" in data:
         lines.append(f"Merged report of ranks {data['ranks_merged']} (counts: the largest any rank saw)")

@@ -121,7 +121,7 @@ def test_the_json_is_written_without_following_a_planted_link(tmp_path):
 
 def test_the_fits_verdict_of_the_two_paths_agrees_or_says_which_term_differs():
     pytest.importorskip("transformers")
-    from localneuron.cli.estimate import _fits_compared
+    from localneuron.estimate.command import _fits_compared
 
     config = json.loads((CONFIGS / "llama-3.1-70b.json").read_text())
     layout = Layout.make(TRN1, 32, 32, 8, 4)

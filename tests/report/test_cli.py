@@ -64,7 +64,7 @@ def test_info():
     r = localneuron("info")
     assert r.returncode == 0, r.stderr
     assert "simulated target: trn2" in r.stdout and "visible NeuronCores: 4" in r.stdout
-    assert "HBM per NeuronCore: 24.0 GiB" in r.stdout and "compile cache:" in r.stdout
+    assert "HBM per NeuronCore: 24.00 GiB" in r.stdout and "compile cache:" in r.stdout
 
 
 def test_sys_exit_with_a_message_prints_it_and_exits_1_like_python(tmp_path):

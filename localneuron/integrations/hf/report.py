@@ -1,4 +1,6 @@
 """The Hugging Face section of the portability report: which gaps of the upstream libraries the run hit."""
+from localneuron.runtime import report_sections
+
 from .notes import BRIDGES, bridged
 
 
@@ -13,3 +15,6 @@ def render(data):
     for bridge, times in data.items():
         lines.append(f"    {BRIDGES[bridge]} ({times}x)")
     return lines
+
+
+report_sections.register("huggingface", collect, render)  # the section is in the report once this layer is used

@@ -18,7 +18,7 @@ import torch
 from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend, CPUAttentionBackendImpl
 
 from localneuron import _C
-from localneuron.integrations.vllm import stats
+from localneuron.integrations.vllm import report, stats  # noqa: F401  (report: registers the vLLM section)
 
 
 # vLLM's attention ops (vllm/model_executor/layers/attention/attention.py) that a compiled model calls

@@ -12,7 +12,7 @@ import torch
 from vllm.config import CompilationMode
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
-from localneuron.integrations.vllm import compiled_model, stats
+from localneuron.integrations.vllm import compiled_model, report, stats  # noqa: F401  (report: the vLLM section)
 
 
 def _to_device(value, device):

@@ -2,6 +2,7 @@
 import sys
 
 from localneuron.integrations.vllm import stats
+from localneuron.runtime import report_sections
 from localneuron.runtime.checked_files import OutputFile
 from localneuron.runtime.environment import read
 from localneuron.runtime.units import bytes_text
@@ -34,6 +35,10 @@ def render(data: dict) -> list[str]:
                      f"{bytes_text(hbm['kv_cache_bytes'])} ({hbm['kv_cache_blocks']} blocks), largest forward pass "
                      f"{bytes_text(hbm['forward_peak_bytes'])}, of {bytes_text(hbm['capacity_bytes'])}")
     return lines
+
+# the section is in the report once stats.py is imported (it counts what the section shows): every module
+# that imports stats imports this one too, as stats itself cannot (this module reads it)
+report_sections.register("vllm", collect, render)
 
 
 def open_output() -> None:
