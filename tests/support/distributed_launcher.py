@@ -10,12 +10,12 @@ reference workflow in docs/support-matrix.md#distributed) at the cost of one lau
 documented ordering forbids touching the device before init_process_group, and a CPU run leaves it untouched either way.
 With `backends=None` the job initialises whatever it needs itself.
 
-Ranks are forked from a server that has imported torch once (multiprocessing's forkserver, preloading
-rank_preload.py): a fresh interpreter spent 1.5 CPU seconds importing torch for each rank, about 150 ranks a CI run.
-The server never loads the device, and each rank takes its launcher environment before it loads the device backends
-as torch's import would have, so what a rank sees is what a fresh interpreter sees. What torch reads while it is
-imported cannot differ that way: a rank whose environment differs from the server's in anything but the launcher's
-and the device's variables (FORKED_RANKS_MAY_SET) runs in a fresh interpreter instead.
+Ranks are forked from a server that has imported torch once (multiprocessing's forkserver, preloading torch with
+the device backends' autoload off): a fresh interpreter spent over a CPU second importing torch for each rank, about
+150 ranks a CI run. The server never loads the device, and each rank takes its launcher environment before it loads
+the device backends as torch's import would have, so what a rank sees is what a fresh interpreter sees. What torch
+reads while it is imported cannot differ that way: a rank whose environment differs from the server's in anything but
+the launcher's and the device's variables (FORKED_RANKS_MAY_SET) runs in a fresh interpreter instead.
 """
 import json
 import multiprocessing
@@ -59,22 +59,32 @@ def rank_env(rank: int, world_size: int, port: int, local_rank: int | None = Non
 
 
 # What a forked rank may set differently from the server, none of it read by torch's import: the launcher's variables,
-# pytest's name of the running test, the device's own (read when a rank loads the device backends) and
-# TORCH_DISTRIBUTED_DEBUG (which a forked rank applies again).
+# pytest's name of the running test, the device's own (read when a rank loads the device backends), and what a forked
+# rank applies itself (the backends' autoload, TORCH_DISTRIBUTED_DEBUG).
 FORKED_RANKS_MAY_SET = re.compile(r"(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|"
-                                  r"PYTEST_CURRENT_TEST|TORCH_DISTRIBUTED_DEBUG|(LOCALNEURON|NEURON|TORCH_NEURONX)_\w+)")
+                                  r"PYTEST_CURRENT_TEST|TORCH_DEVICE_BACKEND_AUTOLOAD|TORCH_DISTRIBUTED_DEBUG|"
+                                  r"(LOCALNEURON|NEURON|TORCH_NEURONX)_\w+)")
+AUTOLOAD = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 _server_environment: dict | None = None   # os.environ when this process started the rank server
 
 
 def _rank_server():
-    """The forkserver context, its server started by this process (once) with rank_preload.py."""
+    """The forkserver context, its server started by this process (once), with torch imported and no device."""
     global _server_environment
     context = multiprocessing.get_context("forkserver")
     if _server_environment is None:
         from multiprocessing import forkserver
 
-        context.set_forkserver_preload(["rank_preload"])
-        forkserver.ensure_running()
+        context.set_forkserver_preload(["torch"])
+        autoload = os.environ.get(AUTOLOAD)
+        os.environ[AUTOLOAD] = "0"   # the server is started with this process's environment
+        try:
+            forkserver.ensure_running()
+        finally:
+            if autoload is None:
+                del os.environ[AUTOLOAD]
+            else:
+                os.environ[AUTOLOAD] = autoload
         _server_environment = dict(os.environ)
     return context
 
@@ -192,7 +202,7 @@ def _forked_rank(spec: str, environment: dict, log: str) -> None:
     os.close(fd)
     os.environ.clear()
     os.environ.update(environment)
-    preloaded = "torch" in sys.modules   # by rank_preload.py, without the backends; else importing it loads them
+    preloaded = "torch" in sys.modules   # by the server, without the backends; else importing it loads them
     import torch
     import torch.distributed
 
