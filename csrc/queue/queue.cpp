@@ -8,10 +8,14 @@
 #include <Python.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +28,23 @@ namespace {
 // Python may run this far ahead of a worker; beyond it the issuing thread waits.
 constexpr uint64_t kMaxQueued = 128;
 constexpr uint64_t kNobodyWaits = ~0ULL;
+
+// Signals sent to the process (Ctrl-C's SIGINT, SIGTERM, a timer's SIGALRM) go to one of its threads that does not
+// block them, and Python runs their handlers on its main thread only: one that reached a worker would leave the
+// main thread asleep in time.sleep() or a blocking read until that ended by itself (a Ctrl-C answered minutes
+// late). So a worker starts with them blocked, and the kernel gives them to a Python thread. Faults (SIGSEGV,
+// SIGBUS, SIGFPE) belong to the faulting thread and stay unblocked.
+std::thread start_without_process_signals(std::function<void()> body) {
+  sigset_t process_signals, previous;
+  sigemptyset(&process_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGVTALRM, SIGPROF, SIGUSR1, SIGUSR2, SIGCHLD, SIGWINCH}) {
+    sigaddset(&process_signals, s);
+  }
+  pthread_sigmask(SIG_BLOCK, &process_signals, &previous);  // the new thread inherits this mask from its first step
+  std::thread thread(std::move(body));
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return thread;
+}
 
 std::atomic<bool> g_blocking{false};
 std::atomic<bool> g_stopped{false};
@@ -97,7 +118,7 @@ struct StreamQueue {
   std::thread worker;
 
   StreamQueue(c10::DeviceIndex d, c10::StreamId s) : device(d), stream(s) {
-    worker = std::thread([this] { drain_forever(); });
+    worker = start_without_process_signals([this] { drain_forever(); });
   }
 
   void push(std::unique_ptr<QueuedWork> work) {
