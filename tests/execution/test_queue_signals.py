@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from fresh_python import run_python
+from fresh_python import interruptible, run_python
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads threads' signal masks in /proc")
 
@@ -71,8 +71,8 @@ def test_ctrl_c_interrupts_a_sleep_while_queue_workers_run(tmp_path):
         except KeyboardInterrupt:
             print("interrupted", flush=True)
     """))
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "NEURON_LAUNCH_BLOCKING": "0"})
+    process = interruptible([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NEURON_LAUNCH_BLOCKING": "0"})
     try:
         assert process.stdout.readline().strip() == "ready"
         started = time.monotonic()

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from cli_runner import localneuron
+from fresh_python import interruptible
 
 
 
@@ -140,8 +141,8 @@ def test_ctrl_c_prints_the_partial_report_and_exits_130(tmp_path):
         print("ready", flush=True)
         time.sleep(120)
     """))
-    process = subprocess.Popen([sys.executable, "-m", "localneuron.cli.main", "run", str(script)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = interruptible([sys.executable, "-m", "localneuron.cli.main", "run", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().strip() == "ready"
         process.send_signal(signal.SIGINT)
