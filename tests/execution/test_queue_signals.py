@@ -65,8 +65,8 @@ def test_ctrl_c_interrupts_a_sleep_while_queue_workers_run(tmp_path):
             with torch.neuron.stream(stream):
                 (torch.ones(8, device="neuron") * 2).sum()
         torch.neuron.synchronize()
-        print("ready", flush=True)
-        try:
+        try:   # "ready" is printed inside: the signal may arrive while print returns
+            print("ready", flush=True)
             time.sleep(300)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
