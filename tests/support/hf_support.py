@@ -50,19 +50,19 @@ def _run_in_scratch(argv: list[str], env: dict | None, timeout: int, cwd=None):
     """Runs a command (bounded in time) with a temporary directory of its own as TMPDIR; returns the completed
     process and what the command left in that directory."""
     import os
-    import signal
     import subprocess
     import tempfile
 
+    from process_tree import kill_tree
+
     with tempfile.TemporaryDirectory(prefix="hf-run-") as scratch:
-        # a session of its own: a launcher that runs out of time is killed with its ranks (killing the launcher
-        # alone left them running, orphaned, for the rest of the suite)
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env=_environment(scratch, env), cwd=cwd, start_new_session=True)
+                                   env=_environment(scratch, env), cwd=cwd)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            # the launcher with its ranks: they run in sessions of their own and hold its pipes
+            kill_tree(process.pid)
             stdout, stderr = process.communicate()
             raise AssertionError(f"{argv} did not finish within {timeout} s; its processes were killed. Its output:\n"
                                  f"{stdout[-3000:]}\n{stderr[-5000:]}") from None
