@@ -81,6 +81,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_library_rule", &set_library_rule, py::arg("is_library"),
         "is_library(filename) -> bool: the one rule for which frames are library code (runtime/source_line.h)");
 
+  m.def("format_bytes", &format_bytes, py::arg("bytes"), "the one byte formatter (runtime/allocator.h)");
   m.def("memory_counters", [](int64_t d) {
     const c10::DeviceIndex device = checked_index(d);
     drain_device(device);  // the statistics after queued frees

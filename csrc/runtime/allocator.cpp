@@ -59,23 +59,6 @@ struct DeviceMemory {
 };
 DeviceMemory g_memory[kMaxDevices];
 
-// "512 bytes", "1.50 KiB", "24.00 GiB": never "0.00 MiB" for a small request.
-std::string format_bytes(double bytes) {
-  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  char buf[64];
-  if (std::fabs(bytes) < 1024) {
-    std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
-    return buf;
-  }
-  int unit = -1;
-  while (std::fabs(bytes) >= 1024 && unit < 5) {
-    bytes /= 1024;
-    unit++;
-  }
-  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[unit]);
-  return buf;
-}
-
 // Returns the cached blocks to the host, except those queued work may still use (callers drain the
 // device's queues first; a worker, which cannot, keeps them).
 void release_cache_locked(DeviceMemory& m) {
@@ -303,6 +286,22 @@ StreamUses* stream_uses_of(const c10::DataPtr& ptr) {
 }
 
 }  // namespace
+
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  char buf[64];
+  if (std::fabs(bytes) < 1024) {
+    std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+    return buf;
+  }
+  int unit = -1;
+  while (std::fabs(bytes) >= 1024 && unit < 5) {
+    bytes /= 1024;
+    unit++;
+  }
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[unit]);
+  return buf;
+}
 
 struct StreamUses::Lock {
   std::atomic<bool>& busy;

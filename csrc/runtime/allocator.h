@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace localneuron {
@@ -36,6 +37,10 @@ void note_stream_use(c10::ArrayRef<WeakStorage> storages, const StreamPosition& 
 void record_stream_use(const c10::DataPtr& ptr, const c10::Stream& stream);
 
 c10::DeviceAllocator* device_allocator();
+// The one byte formatter, CUDA's out-of-memory wording: "512 bytes", "1.50 KiB", "24.00 GiB" (never "0.00 MiB" for
+// a small request). It lives here because the allocator's out-of-memory message is made without Python; Python's
+// localneuron/runtime/units.bytes_text is this function.
+std::string format_bytes(double bytes);
 // Allocator for the CPU aliases of device tensors: when a host kernel resizes an alias (out=
 // arguments), the new bytes are device bytes that sync_back() moves into the device storage.
 c10::Allocator* alias_allocator();

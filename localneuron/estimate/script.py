@@ -52,6 +52,7 @@ WORKER_TIMEOUT_S = 3600
 # c10d and functional-collective op ("c10d::allreduce_") -> Collective(kind, which operands' bytes count), from
 # the op records' `collective` field
 COLLECTIVES = names_with("collective")
+COLLECTIVE_RESULTS = names_with("collective_result")
 
 
 # A host read of a device value (`if not torch.isfinite(loss)`, `loss.item()`) answers what a healthy
@@ -191,8 +192,7 @@ class ScriptTrace(Trace):
             args, kwargs = tree_map(self._as_fake, (args, kwargs))
         if func is torch.ops.aten._local_scalar_dense.default:
             return _host_read(args[0])
-        name = func._schema.name.split("::")[-1]
-        if name in ("wait_tensor", "_wrap_tensor_autograd"):   # the collective has completed: its output as is
+        if func._schema.name in COLLECTIVE_RESULTS:   # the collective has completed: its output as is
             return args[0]
         if func.namespace in ("c10d", "_c10d_functional"):
             if func._schema.name in COLLECTIVES:

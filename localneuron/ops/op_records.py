@@ -63,6 +63,8 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               rule gives nothing is read as 0 / False
     collective  Collective(kind, counted): a c10d or functional collective, which `estimate --script` prices by
               its kind (costmodel/collectives.py) on the bytes of its inputs (INPUTS) or outputs (OUTPUTS)
+    collective_result  why its output is its input once the collective that made the input has completed (a
+              functional collective's wait, its autograd wrapper): `estimate --script` returns the input as it is
     why       the reason, where the entry is special
 """
 from dataclasses import dataclass
@@ -171,6 +173,7 @@ class Record:
     issued: str = ""
     healthy_read: str = ""
     collective: Collective | None = None
+    collective_result: str = ""
     why: str = ""
 
 
@@ -683,6 +686,8 @@ OPS = {
     "aten::zero_": Record(NATIVE, cost=MEMSET),
     "aten::zeros": Record(NATIVE, cost=FREE, issued=ZEROED),
     "aten::zeros_like": Record(cost=FREE, issued=ZEROED),
+    "_c10d_functional::_wrap_tensor_autograd": Record(
+        collective_result="the autograd wrapper of a functional collective's result: the tensor itself"),
     "_c10d_functional::all_gather_into_tensor": Record(collective=Collective("all_gather", OUTPUTS)),
     "_c10d_functional::all_gather_into_tensor_coalesced": Record(collective=Collective("all_gather", OUTPUTS)),
     "_c10d_functional::all_reduce": Record(collective=Collective("all_reduce", INPUTS)),
@@ -691,6 +696,8 @@ OPS = {
     "_c10d_functional::broadcast": Record(collective=Collective("broadcast", INPUTS)),
     "_c10d_functional::reduce_scatter_tensor": Record(collective=Collective("reduce_scatter", INPUTS)),
     "_c10d_functional::reduce_scatter_tensor_coalesced": Record(collective=Collective("reduce_scatter", INPUTS)),
+    "_c10d_functional::wait_tensor": Record(
+        collective_result="waits for the functional collective that made its input, which then holds the result"),
     "c10d::_allgather_base_": Record(collective=Collective("all_gather", OUTPUTS)),
     "c10d::_reduce_scatter_base_": Record(collective=Collective("reduce_scatter", INPUTS)),
     "c10d::allgather_": Record(collective=Collective("all_gather", OUTPUTS)),

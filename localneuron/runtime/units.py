@@ -1,19 +1,16 @@
 """How localneuron prints a quantity: one function per kind (bytes, seconds), so a size or a time reads
 the same in every report and command. Bytes use binary units (what allocators and HBM capacities are
-given in); seconds use the unit that keeps three significant digits before the point."""
+given in), in CUDA's out-of-memory wording; seconds use the unit that keeps three significant digits before
+the point."""
+from localneuron._C import format_bytes
 
-BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 SECOND_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
 
 
 def bytes_text(n: float) -> str:
-    """1536 -> '1.50 KiB'; whole bytes below 1 KiB."""
-    value = float(n)
-    for unit in BYTE_UNITS:
-        if abs(value) < 1024 or unit == BYTE_UNITS[-1]:
-            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    """1536 -> '1.50 KiB', 512 -> '512 bytes'. The allocator's out-of-memory message needs the formatter in C++
+    (csrc/runtime/allocator.h format_bytes), so this is that one function, not a second one."""
+    return format_bytes(float(n))
 
 
 def seconds_text(s: float) -> str:

@@ -3,6 +3,7 @@ say why, the device really does what each record says, and `localneuron info --o
 
 import pytest
 import torch
+import torch.distributed._functional_collectives  # noqa: F401  (defines _c10d_functional::_wrap_tensor_autograd)
 
 from cli_runner import localneuron
 from localneuron.ops import op_records
@@ -18,7 +19,8 @@ def overloads(key: str) -> list[str]:
 
 @pytest.mark.parametrize("key", sorted(OPS))
 def test_every_key_is_a_dispatcher_op(key):
-    collective = OPS[key].collective is not None and key.startswith(("c10d::", "_c10d_functional::"))
+    collective = ((OPS[key].collective is not None or OPS[key].collective_result)
+                  and key.startswith(("c10d::", "_c10d_functional::")))
     assert key.startswith("aten::") or collective
     assert (key in ALL_OPS) if "." in key else (key in ALL_NAMES), f"{key} is not a dispatcher operator of torch 2.13"
 
@@ -28,6 +30,8 @@ def test_estimate_reads_healthy_values_and_collectives_from_the_records():
 
     assert set(script.HEALTHY_READS) == {op for op, r in OPS.items() if r.healthy_read}
     assert set(script.HEALTHY_RULES) == {r.healthy_read for r in OPS.values() if r.healthy_read}
+    assert set(script.COLLECTIVE_RESULTS) == {op for op, r in OPS.items() if r.collective_result} == {
+        "_c10d_functional::wait_tensor", "_c10d_functional::_wrap_tensor_autograd"}
     assert script.HEALTHY_READS["aten::isfinite"](()) is True and script.HEALTHY_READS["aten::isnan"](()) is False
     assert script.COLLECTIVES == {op: r.collective for op, r in OPS.items() if r.collective is not None}
     assert script.COLLECTIVES["c10d::_allgather_base_"] == op_records.Collective("all_gather", op_records.OUTPUTS)

@@ -1,5 +1,7 @@
-"""One byte formatter: a size in bytes becomes text only through localneuron/runtime/units.py's bytes_text, so
-it reads the same in every report and command. Read from the sources, no other module under localneuron/
+"""One byte formatter: a size in bytes becomes text only through localneuron/runtime/units.py's bytes_text, which
+is the C++ allocator's format_bytes (csrc/runtime/allocator.h: its out-of-memory message is made without Python),
+so a size reads the same in every report, command and error. No other C++ source names a byte unit, and, read from
+the sources, no other module under localneuron/
 
 - divides by a binary byte unit (a constant that is a power of 1024: 1024, 1 << 20, 2**30, 1024**3, 1024 * 1024,
   or costmodel/hardware.py's KIB/GIB names), with / or //, in an expression or an augmented assignment: that
@@ -14,6 +16,10 @@ import ast
 import re
 
 from import_graph import PACKAGE
+
+CSRC = PACKAGE.parent / "csrc"
+CPP_FORMATTER = "runtime/allocator.cpp"
+CPP_BYTE_UNIT = re.compile(r'"[KMGTPE]iB"')
 
 FORMATTER = "runtime/units.py"
 UNIT_NAMES = {"KIB", "MIB", "GIB", "TIB"}
@@ -117,3 +123,22 @@ chunk = os.read(fd, 1 << 20)
 half = n / 2
 '''
     assert byte_formatting(other, "x.py") == []
+
+
+def test_no_cpp_source_but_the_allocator_names_a_byte_unit():
+    found = [f"{path.relative_to(CSRC)}:{number}: {line.strip()}"
+             for path in sorted(CSRC.rglob("*")) if path.suffix in (".cpp", ".h", ".cc")
+             and path.relative_to(CSRC).as_posix() != CPP_FORMATTER
+             for number, line in enumerate(path.read_text().splitlines(), 1) if CPP_BYTE_UNIT.search(line)]
+    assert not found, "a byte unit outside csrc/runtime/allocator.cpp's format_bytes:\n" + "\n".join(found)
+
+
+def test_python_formats_bytes_as_the_out_of_memory_message_does():
+    # tests/device/test_memory_accounting.py checks the message itself ("512 bytes is allocated by tensors")
+    from localneuron import _C
+    from localneuron.runtime.units import bytes_text
+
+    sizes = (0, 512, 1023, 1536, 24 * 2**30, 3 * 2**50)
+    assert [bytes_text(n) for n in sizes] == ["0 bytes", "512 bytes", "1023 bytes", "1.50 KiB", "24.00 GiB",
+                                              "3.00 PiB"]
+    assert [bytes_text(n) for n in sizes] == [_C.format_bytes(n) for n in sizes]
