@@ -7,6 +7,8 @@ from pathlib import Path
 
 CALIBRATION = Path(__file__).with_name("calibration.json")
 KIND = {"train": "training", "prefill": "prefill", "decode": "decode"}
+# the population of calibration.json that stands for the estimate's default: a tuned recipe
+TUNED = "tuned stacks"
 
 
 def table() -> dict:
@@ -18,6 +20,18 @@ def table() -> dict:
         return {}
     kinds = data.get("kinds") if isinstance(data, dict) else None
     return kinds if isinstance(kinds, dict) else {}
+
+
+def _population(rows: dict) -> tuple[dict, str]:
+    """The rows an estimate of the default recipe is judged by: those of the tuned stacks where the kind has them
+    (calibration.json's per-stack entries), else all of them; and how to name them."""
+    stacks = rows.get("stacks")
+    stacks = stacks if isinstance(stacks, dict) else {}
+    tuned = stacks.get(TUNED)
+    if isinstance(tuned, dict) and {"rows", "mae", "worst"} <= set(tuned):
+        return tuned, TUNED
+    untuned = sorted(name for name in stacks if name != TUNED) or ["every stack"]
+    return rows, ", ".join(untuned)
 
 
 def _outside(value, covered) -> bool:
@@ -58,7 +72,13 @@ def assess(answer: dict) -> dict:
                             f"(calibrated: {', '.join(map(str, seen))})")
     if request.get("dtype") in ("bf16", "fp32") and request.get("dtype") not in rows.get("dtypes", [request.get("dtype")]):
         warnings.append(f"dtype {request.get('dtype')}: no published {nearest} row runs it")
-    text = (f"±{100 * rows['mae']:.0f}% (mean absolute error) on {rows['rows']} published {nearest.split()[0]} "
-            f"{KIND[mode]} rows, worst {100 * rows['worst']:.0f}%")
-    return {"calibration": text, "mean_abs_error": rows["mae"], "rows": rows["rows"], "nearest": nearest,
-            "warnings": warnings}
+    population, of_stacks = _population(rows)
+    if of_stacks != TUNED:
+        warnings.append(f"no published {nearest} row ran a tuned stack (the recipe this estimate prices): the error "
+                        f"quoted is on rows of {of_stacks}, which run slower or faster for reasons of their own")
+    error = population.get("held_out_mae", population["mae"])
+    text = (f"±{100 * error:.0f}% (mean absolute error on configurations left out of the fit) on "
+            f"{population['rows']} published {nearest.split()[0]} {KIND[mode]} rows of {of_stacks}, worst "
+            f"{100 * population['worst']:.0f}%, bias {100 * population.get('bias', 0.0):+.0f}% (+: priced faster)")
+    return {"calibration": text, "mean_abs_error": error, "rows": population["rows"], "nearest": nearest,
+            "stacks": of_stacks, "warnings": warnings}

@@ -25,12 +25,30 @@ def evaluated():
 def test_the_trust_table_is_what_the_published_rows_give_now(evaluated):
     cases, table = evaluated
     claimed = trust.table()
-    recomputed = calibration.coverage(cases, table)
+    recomputed = calibration.coverage(cases, table, calibration.population_scores(cases, {}))
     assert set(claimed) == set(recomputed)
     for kind, rows in recomputed.items():
         assert claimed[kind]["rows"] == rows["rows"], kind
         assert claimed[kind]["mae"] == pytest.approx(rows["mae"], abs=0.005), kind
         assert claimed[kind]["worst"] == pytest.approx(rows["worst"], abs=0.005), kind
+        assert set(claimed[kind]["stacks"]) == set(rows["stacks"]), kind
+        for stack, population in rows["stacks"].items():   # what the trust line quotes, stack by stack
+            for name in ("rows", "mae", "bias", "worst"):
+                assert claimed[kind]["stacks"][stack][name] == pytest.approx(population[name], abs=0.005), (kind, stack)
+            # held out needs the cross-validation (minutes): present, and an error, not recomputed here
+            assert 0 <= claimed[kind]["stacks"][stack]["held_out_mae"] < 10, (kind, stack)
+
+
+def test_every_row_ran_a_named_stack_and_the_tuned_ones_are_aws_recipes():
+    rows = json.loads(calibration.ROWS.read_text())["rows"]
+    stacks = {row["id"]: calibration.stack_of(row) for row in rows}
+    assert set(stacks.values()) <= set(calibration.STACKS)
+    # the rows whose source names the library: its column, not a guess
+    assert all(stacks[r["id"]] == "transformers-neuronx" for r in rows if "Transformers NeuronX" in r["quote"])
+    assert {stacks[r["id"]] for r in rows if r["source"].get("repo") == "huggingface/optimum-neuron"} == {"optimum-neuron"}
+    assert not calibration.STACKS["optimum-neuron"][1] and not calibration.STACKS["megatron-lm-reference"][1]
+    with pytest.raises(ValueError, match="no stack recognised"):
+        calibration.stack_of({"id": "X1", "kind": "decode", "extra": {}, "quote": "", "source": {"repo": "a/b"}})
 
 
 def test_the_calibration_page_states_the_errors_the_model_has(evaluated):

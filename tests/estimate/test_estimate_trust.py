@@ -31,11 +31,24 @@ def test_the_trust_line_gives_the_error_of_the_nearest_kind_of_published_row():
     kinds = trust.table()
     assert {"trn1 train", "trn1 prefill", "trn1 decode", "trn2 prefill", "trn2 decode"} <= set(kinds)
     e = estimate(small_llama(), "decode", tp=32, input_len=128, output_len=64)
-    rows = kinds["trn1 decode"]
-    assert e["trust"]["nearest"] == "trn1 decode" and e["trust"]["rows"] == rows["rows"]
-    assert e["trust"]["calibration"].startswith(f"±{100 * rows['mae']:.0f}% (mean absolute error) on {rows['rows']} "
-                                                f"published trn1 decode rows")
+    tuned = kinds["trn1 decode"]["stacks"]["tuned stacks"]   # the default prices a tuned recipe
+    assert e["trust"]["nearest"] == "trn1 decode" and e["trust"]["rows"] == tuned["rows"]
+    assert e["trust"]["mean_abs_error"] == tuned["held_out_mae"]   # the error on configurations never fitted
+    assert e["trust"]["calibration"].startswith(
+        f"±{100 * tuned['held_out_mae']:.0f}% (mean absolute error on configurations left out of the fit) on "
+        f"{tuned['rows']} published trn1 decode rows of tuned stacks")
+    assert not any("tuned stack" in w for w in e["trust"]["warnings"])
     json.dumps(e["trust"])
+
+
+def test_a_kind_whose_rows_ran_no_tuned_stack_says_whose_error_it_quotes():
+    rows = trust.table()["trn2 decode"]
+    assert "tuned stacks" not in rows["stacks"], "a tuned trn2 decode row joined the set: pick another kind"
+    e = estimate(small_llama(), "decode", target=chip("trn2"), tp=32, input_len=128, output_len=64)
+    stacks = ", ".join(sorted(rows["stacks"]))
+    assert e["trust"]["stacks"] == stacks and e["trust"]["rows"] == rows["rows"]
+    assert f"rows of {stacks}," in e["trust"]["calibration"]
+    assert any(w.startswith("no published trn2 decode row ran a tuned stack") for w in e["trust"]["warnings"])
 
 
 @pytest.mark.parametrize("target, mode, extra, warning", [
