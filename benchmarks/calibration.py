@@ -174,12 +174,14 @@ def model_case(row: dict) -> Case:
                        f"{request.micro_batch}, gbs {request.global_batch}, seq {seq}, {request.recompute} recompute"
                        + (", ZeRO-1" if request.zero1 else ""))
     else:
-        # a served model is compiled for a fixed batch: every step runs (pads to) that batch
-        batch = workload.get("compiled_batch_size") or workload["batch"]
-        request = plan.Request(mode=kind, batch=batch, input_len=workload["input_len"],
-                               output_len=workload["output_len"], weights=_weights(workload))
+        # a served model is compiled for a fixed batch: every decode step runs (pads to) that batch, and the
+        # request's prompt is prefilled as it comes
+        compiled = workload.get("compiled_batch_size")
+        request = plan.Request(mode=kind, batch=workload["batch"], compiled_batch=compiled,
+                               input_len=workload["input_len"], output_len=workload["output_len"],
+                               weights=_weights(workload))
         grid = Layout.make(target, layout["nodes"], layout["tp"], 1, 1)
-        case.detail = (f"tp={layout['tp']}, batch {batch}{' (compiled)' if workload.get('compiled_batch_size') else ''}, "
+        case.detail = (f"tp={layout['tp']}, batch {request.batch}{f' (compiled for {compiled})' if compiled else ''}, "
                        f"{request.input_len} in / {request.output_len} out" + (f", {request.weights} weights"
                                                                               if request.weights else ""))
     key = (config, target.name, grid.nodes, grid.tp, grid.pp, grid.dp, request)
@@ -507,7 +509,7 @@ def coverage(cases: list[Case], table: dict, populations: dict) -> dict:
                  "dtypes": sorted({a["request"]["dtype"] for a in answers})}
         for name in ("tp", "pp", "nodes", "lnc"):
             entry[name] = sorted({a["layout"][name] for a in answers})
-        for name in (("seq", "micro_batch") if kind == "train" else ("batch", "input_len", "output_len")):
+        for name in (("seq", "micro_batch") if kind == "train" else ("batch", "compiled_batch", "input_len", "output_len")):
             values = [a["request"][name] for a in answers]
             entry["batch" if name == "micro_batch" else name] = [min(values), max(values)]
         out[f"{hardware} {kind}"] = entry

@@ -51,8 +51,10 @@ def add_parser(commands):
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--global-batch", type=int, help="sequences per optimizer step (default micro-batch x dp)")
     p.add_argument("--seq", type=int, default=2048, help="training sequence length")
-    p.add_argument("--batch", type=int, default=1,
-                   help="inference batch (a served model compiled for batch N runs every decode step at N)")
+    p.add_argument("--batch", type=int, default=1, help="inference batch: the sequences a request brings")
+    p.add_argument("--compiled-batch", type=int,
+                   help="serving: the batch the model was compiled for (default --batch). Every decode step runs "
+                        "all its slots and the KV cache holds them; the prompt is prefilled at --batch")
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--recompute", choices=("none", "selective", "full"),

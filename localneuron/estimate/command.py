@@ -35,6 +35,7 @@ class EstimateOptions:
     global_batch: int | None = None
     seq: int = 2048
     batch: int = 1
+    compiled_batch: int | None = None
     input_len: int = 128
     output_len: int = 128
     recompute: str | None = None
@@ -50,7 +51,7 @@ def _request(args: EstimateOptions):
                          "a model as written recomputes whole layers (--recompute full) or nothing (none)")
     return plan.Request(mode=args.mode, dtype=args.dtype, micro_batch=args.micro_batch, global_batch=args.global_batch,
                         seq=args.seq, batch=args.batch, input_len=args.input_len, output_len=args.output_len,
-                        zero1=args.zero1, recompute=recompute, weights=args.weights)
+                        zero1=args.zero1, recompute=recompute, weights=args.weights, compiled_batch=args.compiled_batch)
 
 
 def _fits_compared(written: dict, recipe: dict) -> str:
@@ -100,6 +101,9 @@ def run(args: EstimateOptions) -> int:
                 raise ImportError("--as-written builds the model with transformers: pip install 'localneuron[hf]'")
             request = _request(args)
             layout = Layout.make(target, args.nodes, args.tp, args.pp, args.dp)
+            if args.model_fn and args.compiled_batch is not None:
+                raise ValueError("--compiled-batch goes with --hf-config: a --model-fn model decodes at the batch of "
+                                 "its example inputs; return inputs of the compiled batch to price that")
             if args.model_fn:
                 result = estimate_run.estimate_factory(args.model_fn, target, layout, request)
             elif args.as_written:
@@ -141,8 +145,8 @@ def _script(args: EstimateOptions, target) -> dict:
 
     if args.mode not in (None, "train"):
         raise ValueError("--script prices a training script's step: --mode train (or no --mode)")
-    for name in ("tp", "pp", "dp", "micro_batch", "global_batch", "seq"):
-        default = {"tp": 1, "pp": 1, "dp": None, "micro_batch": 1, "global_batch": None, "seq": 2048}[name]
+    for name, default in {"tp": 1, "pp": 1, "dp": None, "micro_batch": 1, "global_batch": None, "seq": 2048,
+                          "compiled_batch": None}.items():
         if getattr(args, name) != default:
             raise ValueError(f"--{name.replace('_', '-')} does not go with --script: the script's own code sets its "
                              f"layout and shapes")

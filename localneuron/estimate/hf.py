@@ -228,10 +228,10 @@ def estimate(config_json: dict, layout: Layout, request: Request) -> tuple[dict,
         prefill, cached = stack(config, layout, request, request.input_len)
         decode, total = None, request.input_len
         if request.mode == "decode":
-            decode, cached = stack(config, layout, request, 1, request.input_len + request.output_len // 2)
+            decode, cached = stack(config, layout, request.decoding(), 1, request.input_len + request.output_len // 2)
             total += request.output_len
-        if not cached:   # a prefill that started from nothing: measure the cache it leaves
-            cached = stack(config, layout, request, 1, request.input_len)[1]
+        if not cached:   # a prefill that started from nothing: measure the cache it leaves, for every compiled slot
+            cached = stack(config, layout, request.decoding(), 1, request.input_len)[1]
         kv_cache = math.ceil(prefill.layers / layout.pp) * cached * total
         result = schedule_inference(prefill, decode, layout, request, kv_cache)
     layers = result["traced"][0]

@@ -7,7 +7,7 @@ MFU counts the model's matmul FLOPs (6 per weight a token passes through, plus a
 sequence) against the TensorE peak of the cores used (128 x 128 PEs x 2 FLOP x clock per physical core).
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,7 +26,7 @@ OPTIMIZER_STEP_BYTES = {"bf16": 4 * 4 + 3 * 4 + 2, "fp32": 4 * 4 + 3 * 4}
 MODES = ("train", "prefill", "decode")
 # request fields and the most any run could use: beyond them shapes overflow (and no hardware holds it)
 LIMITS = {"micro_batch": 1 << 20, "global_batch": 1 << 40, "seq": 1 << 24, "batch": 1 << 20,
-          "input_len": 1 << 24, "output_len": 1 << 24}
+          "compiled_batch": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24}
 
 
 class RequestError(ValueError):
@@ -46,6 +46,10 @@ class Request:
     zero1: bool = False
     recompute: str = "selective"
     weights: str | None = None   # stored weight format for inference (int8, fp8); None: as dtype
+    # serving: the batch the decode graph was compiled for (None: the request's batch). A served model decodes
+    # every step at that batch, padding the free slots, and holds a KV cache for all of them; the prompt is
+    # prefilled as the request brings it
+    compiled_batch: int | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -63,6 +67,16 @@ class Request:
             if value > limit:
                 raise RequestError(f"--{name.replace('_', '-')} {value} is beyond what any run holds (at most {limit}); "
                                    f"give the size of the run you want estimated")
+        if self.compiled_batch is not None and self.mode == "train":
+            raise RequestError("--compiled-batch is the batch a served model's decode graph was compiled for: "
+                               "give it with --mode prefill or decode (training batches: --micro-batch)")
+        if self.compiled_batch is not None and self.compiled_batch < self.batch:
+            raise RequestError(f"--batch {self.batch} does not fit a graph compiled for --compiled-batch "
+                               f"{self.compiled_batch}: a served model decodes at most its compiled batch at once")
+
+    def decoding(self) -> "Request":
+        """The request a decode step runs: the compiled batch's every slot (the request's own when not given)."""
+        return replace(self, batch=self.compiled_batch or self.batch)
 
     @property
     def weight_bytes(self) -> int | None:

@@ -35,9 +35,10 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
             decode = None
             total = request.input_len
             if request.mode == "decode":
-                decode = recipe.inference_stack(arch, layout, request, 1, request.input_len + request.output_len // 2)
+                decode = recipe.inference_stack(arch, layout, request.decoding(), 1,
+                                                request.input_len + request.output_len // 2)
                 total += request.output_len
-            kv_cache = recipe.kv_cache_bytes(arch, layout, request, total)
+            kv_cache = recipe.kv_cache_bytes(arch, layout, request.decoding(), total)
 
             def schedule():
                 prefill = min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
@@ -121,7 +122,8 @@ def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan
                     "recompute": request.recompute if request.mode == "train" else "none",
                     **({"micro_batch": request.micro_batch, "global_batch": result["global_batch"], "seq": request.seq}
                        if request.mode == "train" else
-                       {"batch": request.batch, "input_len": request.input_len, "output_len": request.output_len,
+                       {"batch": request.batch, "compiled_batch": request.decoding().batch,
+                        "input_len": request.input_len, "output_len": request.output_len,
                         "weights": request.weights or request.dtype})},
         **{k: v for k, v in result.items() if k != "global_batch"},
         "hbm_capacity_per_core_bytes": capacity,

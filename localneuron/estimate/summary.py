@@ -75,7 +75,9 @@ def _model(e: dict) -> list[str]:
         total = e["ttft_s"]
         if req["mode"] == "decode":
             lines.append(f"  time per output token {seconds_text(e['tpot_s'])}: {e['tokens_per_s']:,.1f} tokens/s "
-                         f"over the batch of {req['batch']} (output {req['output_len']}, at the mean context)")
+                         f"over the batch of {req['batch']} (output {req['output_len']}, at the mean context)"
+                         + (f"; every step runs the {req['compiled_batch']} slots the graph was compiled for"
+                            if req.get("compiled_batch", req["batch"]) != req["batch"] else ""))
             total = e["tpot_s"]
     lines.append(f"  where the time of one {WHAT[req['mode']]} goes: {_percentages(e['breakdown'], total)}")
     saves = e.get("compile_saves")

@@ -60,7 +60,8 @@ def assess(answer: dict) -> dict:
     elif family and family not in rows.get("families", [family]):
         warnings.append(f"no published {nearest} row is a {family} model")
     lengths = {"seq": request.get("seq"), "batch": request.get("batch") or request.get("micro_batch"),
-               "input_len": request.get("input_len"), "output_len": request.get("output_len")}
+               "compiled_batch": request.get("compiled_batch"), "input_len": request.get("input_len"),
+               "output_len": request.get("output_len")}
     for name, value in lengths.items():
         if name in rows and _outside(value, rows[name]):
             low, high = rows[name]

@@ -205,3 +205,44 @@ def test_decode_reads_the_kv_cache_in_one_token_descriptors():
               for n in (4096, 8192)]
     cache_bytes = arch.layers * 2 * arch.kv_heads * 4096 * arch.head_dim * 2
     assert memory[1] - memory[0] == pytest.approx(TRN1.hbm_transfer_s(cache_bytes, 512), rel=0.1)
+
+
+def test_a_served_model_decodes_at_its_compiled_batch_and_prefills_the_request():
+    arch, lengths = small_llama(), dict(input_len=1024, output_len=256)
+    served = estimate(arch, "decode", tp=4, batch=1, compiled_batch=32, **lengths)
+    alone = estimate(arch, "decode", tp=4, batch=1, **lengths)
+    full = estimate(arch, "decode", tp=4, batch=32, **lengths)
+    assert served["tpot_s"] == pytest.approx(full["tpot_s"]) and served["tpot_s"] > alone["tpot_s"]
+    assert served["ttft_s"] == pytest.approx(alone["ttft_s"]) and served["ttft_s"] < full["ttft_s"]
+    # the cache holds every compiled slot
+    assert served["hbm_per_core_bytes"]["kv_cache"] == full["hbm_per_core_bytes"]["kv_cache"]
+    assert served["request"]["batch"] == 1 and served["request"]["compiled_batch"] == 32
+    assert served["tokens_per_s"] == pytest.approx(1 / served["tpot_s"])   # the request's own tokens
+    prefill = estimate(arch, "prefill", tp=4, batch=1, compiled_batch=32, **lengths)
+    assert prefill["ttft_s"] == pytest.approx(alone["ttft_s"])
+    assert prefill["hbm_per_core_bytes"]["kv_cache"] > estimate(arch, "prefill", tp=4, batch=1,
+                                                                **lengths)["hbm_per_core_bytes"]["kv_cache"]
+
+
+@pytest.mark.parametrize("request_fields, message", [
+    ({"mode": "decode", "batch": 4, "compiled_batch": 2}, "--batch 4 does not fit a graph compiled for --compiled-batch 2"),
+    ({"mode": "train", "compiled_batch": 2}, "give it with --mode prefill or decode"),
+    ({"mode": "decode", "compiled_batch": 0}, "--compiled-batch must be a positive integer"),
+])
+def test_a_compiled_batch_that_cannot_be_is_refused(request_fields, message):
+    with pytest.raises(plan.RequestError, match=message):
+        plan.Request(**request_fields)
+
+
+def test_the_cli_prices_a_compiled_batch_and_refuses_it_where_inputs_set_the_batch(tmp_path):
+    config = str(CONFIGS / "llama-3.1-8b.json")
+    r = localneuron("estimate", "--hf-config", config, "--tp", "4", "--mode", "decode", "--compiled-batch", "16")
+    assert r.returncode == 0, r.stderr
+    assert "every step runs the 16 slots the graph was compiled for" in r.stdout
+    r = localneuron("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--mode", "decode",
+                    "--compiled-batch", "16")
+    assert r.returncode == 2 and "--compiled-batch goes with --hf-config" in r.stderr
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    r = localneuron("estimate", "--compiled-batch", "16", "--script", str(script))
+    assert r.returncode == 2 and "--compiled-batch does not go with --script" in r.stderr
