@@ -475,8 +475,8 @@ def render(cases: list[Case], table: dict, populations: dict, folds: dict) -> st
             overall = statistics.fmean(r["mae"] for r in results)
             lines += ["", f"Mean over the left-out groups: {100 * overall:.1f}%.", ""]
     lines += ["", "## What the model assumes about well-compiled code", "",
-              f"- TensorE reaches {assumptions.TENSOR_ENGINE_EFFICIENCY:.0%} of the tile-level matmul rate "
-              "(the published blocked GEMM's 85.24%; row P6).",
+              "- A GEMM reaches the fraction of the tile-level matmul rate that the NKI cycle model measures for a "
+              "well-blocked kernel of its shape (localneuron/costmodel/gemm_efficiency.py; row P6).",
               f"- A collective step costs {assumptions.COLLECTIVE_STEP_S * 1e6:.3g} us; a collective issued on its "
               f"own also pays a {assumptions.COLLECTIVE_LAUNCH_S * 1e6:.3g} us launch (fitted on all rows; the "
               "nccom-test rows R269 and R274 fix them alone).",

@@ -5,12 +5,6 @@ which published rows fixed each number. The cost model reads them at call time (
 so benchmarks/calibration.py can refit them in its cross-validation.
 """
 
-# TensorE sustains this fraction of the tile-level matmul rate on large, well-blocked matmuls:
-# the NKI matmul tutorial's fully blocked kernel reaches 85.24% of the NeuronCore-v2 peak
-# (https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/nki/tutorials/matrix_multiplication.rst);
-# the remaining 15% are DMA waits and PSUM evictions that no schedule hides.
-TENSOR_ENGINE_EFFICIENCY = 0.85
-
 # A collective costs a start (the collective engines of every rank hand-shake before data moves) and
 # one latency per algorithm step (a DMA transfer and the semaphore its peer waits on); one issued on
 # its own (an eager c10d call, nccom-test) also pays a launch, in which the runtime arms its DMA rings

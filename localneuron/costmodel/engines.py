@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from localneuron.costmodel import tiles
-from localneuron.costmodel import assumptions
+from localneuron.costmodel import gemm_efficiency, tiles
 from localneuron.costmodel.hardware import Chip
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
@@ -179,9 +178,12 @@ def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
             full_size = sum(1 for t in inputs if t.numel() == out_elements) or 1
             cycles["vector"] += min(full_size, 2) * tiles.elementwise_cycles(out_elements)
     for batch, m, k, n, fp32 in gemms:
-        cycles["tensor"] += batch * tiles.gemm_cycles(m, k, n, fp32, core.pe_array, core.fp32_matmul_slowdown)
+        if batch * m * k * n == 0:   # an empty operand: nothing to multiply
+            continue
+        # the tile rule at the fraction of it a well-blocked kernel of this shape reaches (the NKI cycle model's table)
+        cycles["tensor"] += (batch * tiles.gemm_cycles(m, k, n, fp32, core.pe_array, core.fp32_matmul_slowdown)
+                             / gemm_efficiency.efficiency(chip.name, m, k, n, fp32))
         work.flops += 2.0 * batch * m * k * n
     for engine in ENGINES:
-        seconds = cycles[engine] / (core.clock_ghz[engine] * 1e9) / chip.lnc
-        work.engine_s[engine] = seconds / assumptions.TENSOR_ENGINE_EFFICIENCY if engine == "tensor" else seconds
+        work.engine_s[engine] = cycles[engine] / (core.clock_ghz[engine] * 1e9) / chip.lnc
     return work

@@ -136,5 +136,5 @@ def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan
 
 
 def assumption_lines() -> list[str]:
-    return [f"TensorE reaches {assumptions.TENSOR_ENGINE_EFFICIENCY:.0%} of its tile rate on well-blocked matmuls "
-            "(the published NKI GEMM)", *assumptions.RULES]
+    return ["A GEMM reaches the fraction of TensorE's tile rate that the NKI cycle model measures for a well-blocked "
+            "kernel of its shape (localneuron/costmodel/gemm_efficiency.py)", *assumptions.RULES]
