@@ -123,8 +123,12 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 def test_host_heap_keeps_freed_memory_for_reuse():
     """Memory a thread frees is not handed back to the kernel and faulted in again at the next step
     (localneuron/runtime/host_heap.py); glibc's own variables still take precedence."""
-    tuned = run_python(HEAP_REUSE)
+    # the fewest faults of three runs: faults the heap does not cause (other allocations, an arena a thread is given
+    # when the machine is busy: 7k-13k idle, 34k once under a loaded CI run) only ever add to the count
+    tuned = [run_python(HEAP_REUSE) for _ in range(3)]
     glibc_defaults = run_python(HEAP_REUSE, env={"MALLOC_TRIM_THRESHOLD_": "131072", "MALLOC_MMAP_THRESHOLD_": "131072"})
-    assert tuned.returncode == 0 and glibc_defaults.returncode == 0, tuned.stderr + glibc_defaults.stderr
+    for run in (*tuned, glibc_defaults):
+        assert run.returncode == 0, run.stderr
+    fewest = min(int(run.stdout) for run in tuned)
     # 20 steps of 24 MiB: with glibc's defaults every step faults its 24 MiB in again (~120k faults)
-    assert int(tuned.stdout) * 4 < int(glibc_defaults.stdout), (tuned.stdout, glibc_defaults.stdout)
+    assert fewest * 4 < int(glibc_defaults.stdout), ([run.stdout for run in tuned], glibc_defaults.stdout)
