@@ -1,16 +1,18 @@
 """Compares `localneuron estimate` (its default path: the model as a tuned recipe runs it) with every
 published Trainium result of the calibration set, benchmarks/published-trainium-rows.json, and writes
 docs/calibration.md (each row: published, estimate, error; mean absolute error and worst row per
-hardware and kind; the rows left out and why; repeat releases as a noise floor; the cross-validation)
-and localneuron/estimate/calibration.json (what each kind covers and its error: the trust line every
-estimate prints). Calibration rows only: other published results judge the model and are deliberately
-not used here.
+hardware, kind and stack; the rows left out and why; repeat releases as a noise floor; what was fitted; the
+cross-validation), localneuron/costmodel/fitted_table.py (everything fitted: the collective latencies and each
+stack's efficiencies per generation, with the rows that fixed them) and localneuron/estimate/calibration.json (what
+each kind covers and its error: the trust line every estimate prints). Calibration rows only: other published
+results judge the model and are deliberately not used here.
 
-    python3 benchmarks/calibration.py            # rewrites docs/calibration.md and calibration.json
-    python3 benchmarks/calibration.py --no-cv    # print the page without the cross-validation; writes nothing
+    python3 benchmarks/calibration.py            # refits; rewrites fitted_table.py, docs/calibration.md, calibration.json
+    python3 benchmarks/calibration.py --no-cv    # print the page as the written table prices it; writes nothing
 """
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import statistics
@@ -24,16 +26,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "nki"))
 os.environ.setdefault("NEURON_PLATFORM_TARGET_OVERRIDE", "gen2")
 
-from localneuron.costmodel import assumptions, collectives  # noqa: E402
+from localneuron.costmodel import assumptions, collectives, stacks  # noqa: E402
 from localneuron.costmodel.engines import op_work  # noqa: E402
 from localneuron.costmodel.hardware import chip  # noqa: E402
 from localneuron.estimate import architecture, plan, run  # noqa: E402
+from localneuron.estimate.trust import EVERY_ROW  # noqa: E402
 from localneuron.estimate.layout import Layout  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "published-trainium-rows.json"
 CONFIGS = ROOT / "benchmarks" / "configs"
 DOC = ROOT / "docs" / "calibration.md"
 TABLE = ROOT / "localneuron" / "estimate" / "calibration.json"
+FITTED_TABLE = ROOT / "localneuron" / "costmodel" / "fitted_table.py"
 
 # the published model name -> its public architecture (benchmarks/configs/*.json)
 MODELS = {
@@ -68,24 +72,26 @@ KERNEL_LEFT_OUT = ("the tutorial's latency (about 2 ms for a 1.2 MB layer norm) 
                    "estimate of the op's work models")
 
 
-# The software stack each published row ran, as its source names it: (what it is, whether it is one of the tuned
-# stacks the estimate's default recipe stands for). A row is judged against its own stack's population, so a tuned
-# stack's error is not hidden by (or blamed on) a third party's. stack_of() says which source text picks which.
-STACKS = {
-    "nxd": ("NeuronX Distributed training, AWS's tuned Megatron-style recipes", True),
-    "nemo-megatron": ("neuronx-nemo-megatron training, AWS's NeMo port on NeuronX Distributed", True),
-    "transformers-neuronx": ("Transformers NeuronX serving, AWS's tuned decoder inference (trn1 tables)", True),
-    "nxd-inference": ("NxD Inference, AWS's tuned inference library (trn2 tutorials)", True),
-    "megatron-lm-reference": ("AWS's early reference port of Megatron-LM (SDK 2.5-2.6)", False),
-    "hf-torch-neuronx": ("Hugging Face scripts on torch-neuronx with data parallelism only", False),
-    "optimum-neuron": ("Hugging Face optimum-neuron's vLLM benchmark, a third party's serving stack", False),
-    "unstated": ("the source names no framework (rows calibrated on before the set was collected)", False),
-    "nccom-test": ("the Neuron collectives benchmark tool", True),
-    "nki": ("an NKI kernel, timed by its tutorial", True),
+# The software each published row ran, as its source names it: its population. A row is judged against the stacks
+# (localneuron/costmodel/stacks.py, what --stack names) that its population and kind stand for, priced with that
+# stack's efficiencies, so a tuned stack's error is not hidden by (or blamed on) a third party's. population_of() says
+# which source text picks which population.
+POPULATIONS = {
+    "nxd": "NeuronX Distributed training, AWS's tuned Megatron-style recipes",
+    "nemo-megatron": "neuronx-nemo-megatron training, AWS's NeMo port on NeuronX Distributed",
+    "transformers-neuronx": "Transformers NeuronX serving, AWS's decoder inference library (trn1 tables)",
+    "nxd-inference": "NxD Inference, AWS's tuned inference library (trn2 tutorials)",
+    "megatron-lm-reference": "AWS's early reference port of Megatron-LM (SDK 2.5-2.6)",
+    "hf-torch-neuronx": "Hugging Face scripts on torch-neuronx with data parallelism only",
+    "optimum-neuron": "Hugging Face optimum-neuron's vLLM benchmark, a third party's serving stack",
+    "unstated": "the source names no framework (rows calibrated on before the set was collected)",
+    "nccom-test": "the Neuron collectives benchmark tool (hardware: no stack's efficiencies apply)",
+    "nki": "an NKI kernel, timed by its tutorial (hardware: no stack's efficiencies apply)",
 }
+HARDWARE_POPULATIONS = ("nccom-test", "nki")
 
 
-def stack_of(row: dict) -> str:
+def population_of(row: dict) -> str:
     """The stack a row ran, read from its source: the framework column of training tables, the library column
     of the trn1 inference tables, the repository or path of the others."""
     framework = str(row["extra"].get("framework") or "").lower()
@@ -108,7 +114,7 @@ def stack_of(row: dict) -> str:
     if row["id"].startswith("P"):
         return "unstated"
     raise ValueError(f"row {row['id']}: no stack recognised in its source ({where}) or framework ({framework!r}): "
-                     "add the rule to stack_of()")
+                     "add the rule to population_of()")
 
 
 @dataclass
@@ -124,7 +130,9 @@ class Case:
     prepared: object = None        # run.Prepared, priced again when an assumption is refitted
     price: object = None           # for collective and kernel rows: () -> seconds
     label: str = ""
-    stack: str = ""                # the software stack the row ran (STACKS)
+    population: str = ""           # the software the row ran (POPULATIONS)
+    stack: str = ""                # the stack (costmodel/stacks.py) it is priced and judged as
+    primary: bool = True           # the first stack its population stands for: the row's one vote in shared scores
 
     @property
     def error(self) -> float | None:
@@ -154,12 +162,12 @@ def _target(row: dict):
     return chip("trn2" if row["hardware"].startswith("trn2") else "trn1")
 
 
-def model_case(row: dict) -> Case:
+def model_case(row: dict, stack: str) -> Case:
     kind, layout, workload = row["kind"], row["layout"], row["workload"]
-    target = _target(row)
+    target = dataclasses.replace(_target(row), stack=stack)
     config = MODELS[row["model"]]
     case = Case(row, target.name, kind, family=next(v for k, v in FAMILY.items() if config.startswith(k)),
-                published=row["value"] * UNIT[row["unit"]])
+                published=row["value"] * UNIT[row["unit"]], stack=stack)
     case.excluded = next((LEFT_OUT[f] for f in row["flags"] if f in LEFT_OUT), "")
     _, arch = architecture.load(str(CONFIGS / f"{config}.json"))
     if kind == "train":
@@ -184,7 +192,7 @@ def model_case(row: dict) -> Case:
         case.detail = (f"tp={layout['tp']}, batch {request.batch}{f' (compiled for {compiled})' if compiled else ''}, "
                        f"{request.input_len} in / {request.output_len} out" + (f", {request.weights} weights"
                                                                               if request.weights else ""))
-    key = (config, target.name, grid.nodes, grid.tp, grid.pp, grid.dp, request)
+    key = (config, target.name, target.stack, grid.nodes, grid.tp, grid.pp, grid.dp, request)
     if key not in _PREPARED:   # repeat releases of one configuration are traced once
         _PREPARED[key] = run.prepare(arch, target, grid, request)
     case.prepared = _PREPARED[key]
@@ -221,26 +229,43 @@ def kernel_cases(row: dict) -> list[Case]:
         return [Case(row, "trn1", "kernel", "NKI", published, detail="the kernel run by the NKI cycle model",
                      price=lambda: cycle, label="P6 (cycle model)"),
                 Case(row, "trn1", "kernel", "NKI", published, detail="aten::mm priced by the op cost model",
-                     price=lambda: op_work(target, "aten::mm", [a, b], [out]).compute_s, label="P6 (op cost model)")]
+                     price=_at_hardware_rate(lambda: op_work(target, "aten::mm", [a, b], [out]).compute_s),
+                     label="P6 (op cost model)")]
     x = torch.empty(300, 1000, dtype=torch.float32, device="meta")
     from localneuron.costmodel.ops import eager_seconds
     return [Case(row, "trn1", "kernel", "NKI", row["value"] * UNIT[row["unit"]], excluded=KERNEL_LEFT_OUT,
                  detail="aten::native_layer_norm (300 x 1000 fp32) priced by the op cost model",
-                 price=lambda: eager_seconds(target, "aten::native_layer_norm", [x], [x]))]
+                 price=_at_hardware_rate(lambda: eager_seconds(target, "aten::native_layer_norm", [x], [x])))]
+
+
+def _at_hardware_rate(price):
+    """A kernel row's price with no stack's efficiencies: the kernel is what it is, whatever stack runs around it."""
+    def priced():
+        with stacks.refitted({}):
+            return price()
+    return priced
 
 
 def build_cases(rows: list) -> list[Case]:
+    """Every row as a case: a model row once per stack its population stands for (the tuned recipe's rows once
+    as the default stack and once as their own library, when that is a stack too)."""
     cases = []
     for row in rows:
         started = time.perf_counter()
+        population = population_of(row)
         if row["kind"] == "collective":
-            cases.append(collective_case(row))
+            made = [collective_case(row)]
         elif row["kind"] == "kernel":
-            cases += kernel_cases(row)
+            made = kernel_cases(row)
         else:
-            cases.append(model_case(row))
-        for case in cases:
-            case.stack = case.stack or stack_of(case.row)
+            judged = stacks.judged_by(population, row["kind"]) or [stacks.DEFAULT]
+            made = [model_case(row, stack) for stack in judged]
+            for case in made[1:]:
+                case.primary = False
+        for case in made:
+            case.population = population
+            case.stack = case.stack or population
+        cases += made
         print(f"  traced {row['id']} {row['model']} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return cases
 
@@ -248,7 +273,7 @@ def build_cases(rows: list) -> list[Case]:
 def price(cases: list[Case]) -> None:
     """Every case's estimate under the assumptions as they stand."""
     for case in cases:
-        case.estimate = case.prepared.answer()[METRIC[case.kind]] if case.prepared is not None else case.price()
+        case.estimate = case.prepared.metric(METRIC[case.kind]) if case.prepared is not None else case.price()
 
 
 def _group(case: Case) -> str:
@@ -256,10 +281,11 @@ def _group(case: Case) -> str:
 
 
 def scores(cases: list[Case]) -> dict:
-    """(hardware, kind) and ("all", kind) -> mean absolute error, worst row, count over the scored rows."""
+    """(hardware, kind) and ("all", kind) -> mean absolute error, worst row, count over the scored rows, each row
+    once, judged as its primary stack."""
     out = {}
     for key in sorted({(c.hardware, c.kind) for c in cases} | {("all", c.kind) for c in cases}):
-        members = [c for c in cases if c.scored and c.kind == key[1] and key[0] in ("all", c.hardware)]
+        members = [c for c in cases if c.scored and c.primary and c.kind == key[1] and key[0] in ("all", c.hardware)]
         if members:
             worst = max(members, key=lambda c: abs(c.error))
             out[key] = {"mae": statistics.fmean(abs(c.error) for c in members), "worst": abs(worst.error),
@@ -267,11 +293,25 @@ def scores(cases: list[Case]) -> dict:
     return out
 
 
-# --- the cross-validation -----------------------------------------------------------------------------
-# the assumptions fitted to the rows (the others are published figures); each with the values searched
-FITTED = {"COLLECTIVE_STEP_S": [s * 1e-6 for s in (1.3, 2.0, 2.6, 3.2, 4.0, 5.0, 6.5, 8.0)],
-          "COLLECTIVE_START_S": [s * 1e-6 for s in (0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0)],
-          "COLLECTIVE_LAUNCH_S": [s * 1e-6 for s in (20.0, 35.0, 51.6, 70.0, 90.0)]}
+# --- the fit and the cross-validation -------------------------------------------------------------------
+# What is fitted to the rows (everything else is a published figure): the collective latencies (assumptions.py),
+# shared by every stack, and each stack's efficiencies per generation (costmodel/stacks.py), each searched over
+# these values, within the bounds stacks.PARAMETERS gives (and a latency no lower than a DMA transfer's 1.3 us).
+COLLECTIVE_GRIDS = {"COLLECTIVE_STEP_S": [s * 1e-6 for s in (1.3, 2.0, 2.6, 3.2, 4.0, 5.0, 6.5, 8.0)],
+                    "COLLECTIVE_START_S": [s * 1e-6 for s in (0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0)],
+                    "COLLECTIVE_LAUNCH_S": [s * 1e-6 for s in (20.0, 35.0, 51.6, 70.0, 90.0)]}
+EFFICIENCY_GRIDS = {
+    "matmul": (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
+    "hbm": (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0),
+    "request_s": (0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1),
+}
+
+
+@dataclass
+class Fit:
+    collectives: dict      # assumptions.py name -> seconds
+    efficiencies: dict     # stack -> generation -> parameter -> value
+    rows: dict             # stack -> generation -> the ids of the rows the values were fitted on
 
 
 @contextlib.contextmanager
@@ -286,6 +326,12 @@ def assumed(values: dict):
             setattr(assumptions, name, value)
 
 
+@contextlib.contextmanager
+def applied(fitted: Fit):
+    with assumed(fitted.collectives), stacks.refitted(fitted.efficiencies):
+        yield
+
+
 def _objective(cases: list[Case]) -> float:
     """Mean over kinds of each kind's mean absolute error (every kind counts the same)."""
     per_kind = {}
@@ -295,28 +341,94 @@ def _objective(cases: list[Case]) -> float:
     return statistics.fmean(statistics.fmean(v) for v in per_kind.values())
 
 
-def fit(cases: list[Case]) -> dict:
-    """The fitted assumptions' values minimising _objective over `cases` (coordinate search)."""
-    best = {name: getattr(assumptions, name) for name in FITTED}
-    for _ in range(2):
-        for name, grid in FITTED.items():
-            trials = []
-            for value in grid:
-                with assumed({**best, name: value}):
-                    price(cases)
-                    trials.append((_objective(cases), value))
-            best[name] = min(trials)[1]
-    return best
+# rows of one configuration (repeat releases) count once: a parameter needs this many configurations of its own
+CONFIGURATIONS_PER_PARAMETER = 2
 
 
-def held_out_errors(cases: list[Case]) -> dict[int, float]:
-    """Each scored case's error when the fitted assumptions are fitted without its configuration group (every
-    release of the same configuration left out together, so a repeat measurement cannot leak into its own
-    score): id(case) -> error. This is the selection score and the error the trust line quotes."""
+def efficiency_groups(cases: list[Case]) -> dict:
+    """(stack, generation) -> (the parameters its scored rows can fix, the rows). A parameter is fitted where the
+    rows' kinds move it, and only as many as the rows' configurations support (CONFIGURATIONS_PER_PARAMETER each:
+    one configuration fits any one parameter exactly, which says nothing), in the order of stacks.PARAMETERS;
+    the rest fall back as stacks.py says."""
+    groups = {}
+    for c in cases:
+        if c.scored and c.stack in stacks.STACKS:
+            groups.setdefault((c.stack, c.hardware), []).append(c)
+    out = {}
+    for key, members in sorted(groups.items()):
+        moved = [name for name, p in stacks.PARAMETERS.items() if {c.kind for c in members} & set(p.kinds)]
+        supported = len({_group(c) for c in members}) // CONFIGURATIONS_PER_PARAMETER
+        out[key] = (moved[:supported], members)
+    return out
+
+
+def _search(grid, neutral, objective) -> float:
+    """The value of `grid` with the lowest objective; of equal ones, the nearest the neutral value (what the rows
+    do not ask for stays as the published figures have it)."""
+    return min((objective(value), abs(value - neutral), value) for value in grid)[2]
+
+
+def fit(cases: list[Case], start: Fit | None = None, rounds: int = 2, only: set | None = None) -> Fit:
+    """The collective latencies and the stacks' efficiencies minimising _objective (coordinate search): the
+    latencies over every row once (each row's primary case), each stack's efficiencies per generation over the
+    rows judged as that stack on that generation. Starts from `start` (else the middle of each latency's grid and
+    neutral efficiencies, so the written table does not steer its own refit); `only`: the (stack, generation)
+    groups to refit, the others kept as `start` has them."""
+    collectives_now = dict(start.collectives) if start else {name: grid[len(grid) // 2] for name, grid in
+                                                             COLLECTIVE_GRIDS.items()}
+    table = {stack: {g: dict(v) for g, v in per.items()} for stack, per in start.efficiencies.items()} if start else {}
+    primary = [c for c in cases if c.primary]
+    groups = efficiency_groups(cases)
+    rows = {}
+    for (stack, generation), (parameters, members) in groups.items():
+        if parameters:
+            rows.setdefault(stack, {})[generation] = sorted({c.row["id"] for c in members})
+    for _ in range(rounds):
+        with stacks.refitted(table):
+            for name, grid in COLLECTIVE_GRIDS.items():
+                def collective_objective(value):
+                    with assumed({**collectives_now, name: value}):
+                        price(primary)
+                        return _objective(primary)
+                collectives_now[name] = _search(grid, getattr(assumptions, name), collective_objective)
+        with assumed(collectives_now):
+            for (stack, generation), (parameters, members) in groups.items():
+                if only is not None and (stack, generation) not in only:
+                    continue
+                for parameter in parameters:
+                    def efficiency_objective(value):
+                        trial = {**table, stack: {**table.get(stack, {}), generation: {
+                            **table.get(stack, {}).get(generation, {}), parameter: value}}}
+                        with stacks.refitted(trial):
+                            price(members)
+                            return _objective(members)
+                    value = _search(EFFICIENCY_GRIDS[parameter], stacks.PARAMETERS[parameter].neutral,
+                                    efficiency_objective)
+                    table.setdefault(stack, {}).setdefault(generation, {})[parameter] = value
+    return Fit(collectives_now, table, rows)
+
+
+def refit_without(cases: list[Case], left_out: list[Case], full: Fit) -> Fit:
+    """Everything the left-out rows could have moved, refitted without them as the full fit was made: the collective
+    latencies and the efficiencies of their stacks on their generations; the other stacks' efficiencies were fitted
+    on other rows only, so they stay as the full fit has them. A group left with no rows keeps no fitted value: its
+    stack falls back as stacks.py says."""
+    train = [c for c in cases if all(c is not held for held in left_out)]
+    touched = {(c.stack, c.hardware) for c in left_out}
+    others = {stack: {g: v for g, v in per.items() if (stack, g) not in touched}
+              for stack, per in full.efficiencies.items()}
+    origin = fit([], rounds=0).collectives
+    return fit(train, Fit(origin, others, full.rows), only=touched)
+
+
+def held_out_errors(cases: list[Case], full: Fit) -> dict[int, float]:
+    """Each scored case's error when what is fitted is refitted without its configuration group (every release of
+    the same configuration left out together, so a repeat measurement cannot leak into its own score):
+    id(case) -> error. This is the selection score and the error the trust line quotes."""
     errors = {}
     for group in sorted({_group(c) for c in cases if c.scored}):
         held = [c for c in cases if _group(c) == group]
-        with assumed(fit([c for c in cases if _group(c) != group])):
+        with applied(refit_without(cases, held, full)):
             price(held)
             errors.update({id(c): c.error for c in held if c.scored})
     price(cases)
@@ -340,19 +452,19 @@ def spread(members: list[Case]) -> float | None:
 
 def population_scores(cases: list[Case], held_out: dict[int, float]) -> dict:
     """(hardware, kind, stack) -> rows, mean absolute error, bias (+: priced faster than published), worst row,
-    the same when the row's configuration was left out of the fit, and the repeat-release spread; with
-    (hardware, kind, "tuned stacks") over the tuned stacks' rows and (hardware, kind, "all stacks")."""
+    the same when the row's configuration was left out of the fit, and the repeat-release spread, over the rows
+    judged as that stack; with (hardware, kind, EVERY_ROW) over every row once, judged as its primary stack."""
     out = {}
-    keys = {(c.hardware, c.kind, c.stack) for c in cases if c.scored}
-    keys |= {(h, k, "tuned stacks") for h, k, st in keys if STACKS[st][1]} | {(h, k, "all stacks") for h, k, _ in keys}
+    scored = [c for c in cases if c.scored]
+    keys = {(c.hardware, c.kind, c.stack) for c in scored} | {(c.hardware, c.kind, EVERY_ROW) for c in scored}
     for hardware, kind, stack in sorted(keys):
-        members = [c for c in cases if c.scored and (c.hardware, c.kind) == (hardware, kind)
-                   and (stack == c.stack or stack == "all stacks" or (stack == "tuned stacks" and STACKS[c.stack][1]))]
+        members = [c for c in scored if (c.hardware, c.kind) == (hardware, kind)
+                   and (stack == c.stack or (stack == EVERY_ROW and c.primary))]
         worst = max(members, key=lambda c: abs(c.error))
         entry = {"rows": len(members), "mae": statistics.fmean(abs(c.error) for c in members),
                  "bias": statistics.fmean(faster(c, c.error) for c in members),
                  "worst": abs(worst.error), "worst_row": worst.label or worst.row["id"], "spread": spread(members),
-                 "stacks": sorted({c.stack for c in members})}
+                 "stacks": sorted({c.stack for c in members}), "populations": sorted({c.population for c in members})}
         if all(id(c) in held_out for c in members):
             entry["held_out_mae"] = statistics.fmean(abs(held_out[id(c)]) for c in members)
             entry["held_out_bias"] = statistics.fmean(faster(c, held_out[id(c)]) for c in members)
@@ -360,18 +472,17 @@ def population_scores(cases: list[Case], held_out: dict[int, float]) -> dict:
     return out
 
 
-def cross_validate(cases: list[Case], by) -> list[dict]:
-    """For each group (`by(case)`), fit on the other rows and score the group's rows."""
+def cross_validate(cases: list[Case], by, full: Fit) -> list[dict]:
+    """For each group (`by(case)`), refit without it (refit_without) and score the group's rows."""
     results = []
     for group in sorted({by(c) for c in cases if c.scored}):
-        train = [c for c in cases if by(c) != group]
         held = [c for c in cases if by(c) == group]
-        values = fit(train)
-        with assumed(values):
+        fitted = refit_without(cases, held, full)
+        with applied(fitted):
             price(held)
             errors = [abs(c.error) for c in held if c.scored]
         results.append({"group": group, "rows": len(errors), "mae": statistics.fmean(errors),
-                        "worst": max(errors), "fitted": values})
+                        "worst": max(errors), "fitted": fitted.collectives})
     price(cases)
     return results
 
@@ -399,7 +510,35 @@ def _percent(value: float | None, signed: bool = False) -> str:
     return "" if value is None else f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
 
 
-def render(cases: list[Case], table: dict, populations: dict, folds: dict) -> str:
+def _fitted_lines(fitted: Fit) -> list[str]:
+    """The fitted table (localneuron/costmodel/fitted_table.py) as the page shows it, each value with its bounds."""
+    lines = ["## What was fitted, and on which rows", "",
+             "Each stack's efficiencies per generation, fitted on the rows judged as that stack on that generation "
+             "(coordinate search over the values in `EFFICIENCY_GRIDS`, minimising the mean over kinds of the mean "
+             "absolute error; of equal fits the one nearest the published figures). A parameter is fitted only where "
+             "the rows' kinds move it, and only as many as the rows' configurations support ("
+             f"{CONFIGURATIONS_PER_PARAMETER} each, repeat releases counting once, in the order of the columns); "
+             "elsewhere a stack takes its value from its nearest fitted generation, then from the default stack. A "
+             "value at a bound is a term the model lacks, not a fitted efficiency.", "",
+             "| stack | generation | " + " | ".join(stacks.PARAMETERS) + " | rows |",
+             "|---|---|" + "---:|" * len(stacks.PARAMETERS) + "---|"]
+    for stack, per in fitted.efficiencies.items():
+        for generation, values in sorted(per.items()):
+            cells = []
+            for name, parameter in stacks.PARAMETERS.items():
+                value = values.get(name)
+                bound = value is not None and value != parameter.neutral and value in (parameter.low, parameter.high)
+                cells.append("" if value is None else f"{value:g}{' (at its bound)' if bound else ''}")
+            lines.append(f"| {stack} | {generation} | " + " | ".join(cells) + " | "
+                         f"{', '.join(fitted.rows[stack][generation])} |")
+    lines += ["", "The parameters: " + "; ".join(
+        f"`{name}` in [{p.low:g}, {p.high:g}]: {p.meaning}" for name, p in stacks.PARAMETERS.items()) + ".",
+        "The collective latencies, shared by every stack: " + ", ".join(
+            f"{name.lower()} {value * 1e6:.3g} us" for name, value in fitted.collectives.items()) + ".", ""]
+    return lines
+
+
+def render(cases: list[Case], table: dict, populations: dict, folds: dict, fitted: Fit | None = None) -> str:
     lines = ["# Calibration of the cost model against published Trainium results", "",
              "Generated by `python3 benchmarks/calibration.py`; do not edit by hand. Rows: "
              "`benchmarks/published-trainium-rows.json` (each with its source, the quoted table line, the layout and "
@@ -412,30 +551,38 @@ def render(cases: list[Case], table: dict, populations: dict, folds: dict) -> st
     for (hardware, kind), s in table.items():
         lines.append(f"| {hardware} | {KIND_NAMES[kind]} | {s['rows']} | {100 * s['mae']:.1f}% | "
                      f"{s['worst_row']} ({100 * s['worst']:.1f}%) |")
-    within = [c for c in cases if c.scored]
+    within = [c for c in cases if c.scored and c.primary]
     inside = sum(abs(c.error) <= 0.25 for c in within)
     lines += ["", f"{inside} of {len(within)} scored rows are within 25%; targets: mean absolute error at most 10% per "
               "kind, every row within 25%.", "",
               "## Per generation, kind and software stack", "",
-              "Each row is judged against the stack it ran (its source names it; `stack_of()` in the script says how "
-              "the name is read). Bias: the mean error signed as optimism (positive: the estimate is faster "
-              "than the published run; negative: slower). Held out: the same rows, each priced with the fitted assumptions refitted "
-              "without its configuration (every release of it): the error to expect on a configuration the model "
-              "was not fitted to. Repeat spread: the largest spread between releases of one configuration in the "
-              "population, the noise floor beside the error.", "",
-              "| hardware | kind | stack | rows | mean abs error | bias | worst row | held out: mean abs error | "
-              "held out: bias | repeat spread |", "|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
+              "A row is judged as each stack (`localneuron estimate --stack`, localneuron/costmodel/stacks.py) that "
+              "the software it ran stands for, priced with that stack's fitted efficiencies: the tuned libraries' rows "
+              "as the default stack, `" + stacks.DEFAULT + "`, and, where the library is a stack of its own, as it "
+              "too. `population_of()` in the script reads the software from the row's source. Every row: each row "
+              "once, as its first stack. Bias: the mean error signed as optimism (positive: the estimate is faster "
+              "than the published run; negative: slower). Held out: the same rows, each priced with everything fitted "
+              "(the collective latencies and every stack's efficiencies) refitted without its configuration (every "
+              "release of it): the error to expect on a configuration the model was not fitted to. Repeat spread: the "
+              "largest spread between releases of one configuration among the rows, the noise floor beside the "
+              "error.", "",
+              "| hardware | kind | stack | rows ran | rows | mean abs error | bias | worst row | held out: mean abs "
+              "error | held out: bias | repeat spread |", "|---|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
     for (hardware, kind, stack), p in populations.items():
-        if stack.endswith(" stacks") and (len(p["stacks"]) == 1 or (
-                stack == "tuned stacks" and p["stacks"] == populations[(hardware, kind, "all stacks")]["stacks"])):
-            continue   # the same rows as the one stack (or every stack) shown
-        name = stack if stack.endswith(" stacks") else f"{stack}{'' if STACKS[stack][1] else ' (not tuned)'}"
-        lines.append(f"| {hardware} | {KIND_NAMES[kind]} | {name} | {p['rows']} | {_percent(p['mae'])} | "
-                     f"{_percent(p['bias'], True)} | {p['worst_row']} ({_percent(p['worst'])}) | "
+        if stack == EVERY_ROW and len(p["stacks"]) == 1:
+            continue   # the same rows as the one stack shown
+        name = stack if stack not in stacks.STACKS else f"{stack}{'' if stacks.STACKS[stack].tuned else ' (not tuned)'}"
+        lines.append(f"| {hardware} | {KIND_NAMES[kind]} | {name} | {', '.join(p['populations'])} | {p['rows']} | "
+                     f"{_percent(p['mae'])} | {_percent(p['bias'], True)} | {p['worst_row']} ({_percent(p['worst'])}) | "
                      f"{_percent(p.get('held_out_mae'))} | {_percent(p.get('held_out_bias'), True)} | "
                      f"{_percent(p['spread'])} |")
-    lines += ["", "The stacks: " + "; ".join(f"`{name}`: {what}{'' if tuned else ' (not tuned)'}"
-                                               for name, (what, tuned) in STACKS.items()) + ".", "",
+    lines += ["", "The stacks: " + "; ".join(f"`{name}`: {stack.description}{'' if stack.tuned else ' (not tuned)'}"
+                                               for name, stack in stacks.STACKS.items()) + ".",
+              "", "The software the rows ran: " + "; ".join(f"`{name}`: {what}" for name, what in POPULATIONS.items())
+              + ".", ""]
+    if fitted is not None:
+        lines += _fitted_lines(fitted)
+    lines += [
               "## Every row", "", "Time rows compare seconds; training rows compare sequences (or images) per second.", "",
               "| row | hw | kind | stack | model | layout and workload | published | estimate | error | flags |",
               "|---|---|---|---|---|---|---:|---:|---:|---|"]
@@ -461,7 +608,8 @@ def render(cases: list[Case], table: dict, populations: dict, folds: dict) -> st
                          f"{', '.join(_value(members[0], v) for v in values)} | {100 * (values[-1] / values[0] - 1):.1f}% |")
     if folds:
         lines += ["", "## Cross-validation: how the model does on rows it was not fitted to", "",
-                  "The fitted assumptions (" + ", ".join(FITTED) + ") are refitted on all rows but one group, and "
+                  "Everything fitted (the collective latencies and the stacks' efficiencies) is refitted on all rows "
+                  "but one group, and "
                   "the group's rows scored (mean over kinds of each kind's mean absolute error is what the fit "
                   "minimises). Leaving out one configuration at a time (with its repeat releases) is the selection "
                   "score: the held-out columns above. Leaving out a whole model family asks more: how the model does "
@@ -477,9 +625,11 @@ def render(cases: list[Case], table: dict, populations: dict, folds: dict) -> st
     lines += ["", "## What the model assumes about well-compiled code", "",
               "- A GEMM reaches the fraction of the tile-level matmul rate that the NKI cycle model measures for a "
               "well-blocked kernel of its shape (localneuron/costmodel/gemm_efficiency.py; row P6).",
-              f"- A collective step costs {assumptions.COLLECTIVE_STEP_S * 1e6:.3g} us; a collective issued on its "
-              f"own also pays a {assumptions.COLLECTIVE_LAUNCH_S * 1e6:.3g} us launch (fitted on all rows; the "
-              "nccom-test rows R269 and R274 fix them alone).",
+              f"- A collective starts in {assumptions.COLLECTIVE_START_S * 1e6:.3g} us and each of its steps costs "
+              f"{assumptions.COLLECTIVE_STEP_S * 1e6:.3g} us; one issued on its own also pays a "
+              f"{assumptions.COLLECTIVE_LAUNCH_S * 1e6:.3g} us launch (fitted on all rows).",
+              "- A stack reaches the fractions of the GEMM and HBM rates its fitted efficiencies say, and a serving "
+              "stack spends its fitted time on a request before the first forward (above).",
               f"- A collective step between instances also pays EFA's latency, {assumptions.EFA_LATENCY_S * 1e6:.0f} us.",
               *[f"- {rule}" for rule in assumptions.RULES], ""]
     return "\n".join(lines)
@@ -498,12 +648,13 @@ def coverage(cases: list[Case], table: dict, populations: dict) -> dict:
             continue
         members = [c for c in cases if c.scored and c.hardware == hardware and c.kind == kind]
         answers = [c.prepared.answer() for c in members]
-        everything = populations[(hardware, kind, "all stacks")]
+        everything = populations[(hardware, kind, EVERY_ROW)]
         entry = {"rows": s["rows"], "mae": round(s["mae"], 4), "worst": round(s["worst"], 4),
                  "held_out_mae": _rounded(everything.get("held_out_mae")), "bias": _rounded(everything["bias"]),
-                 "stacks": {stack: {name: _rounded(p.get(name)) for name in ("rows", "mae", "held_out_mae", "bias", "worst")}
+                 "stacks": {stack: {name: _rounded(p.get(name)) for name in ("rows", "mae", "held_out_mae", "bias", "worst",
+                                                                             "populations")}
                             for (h, k, stack), p in populations.items()
-                            if (h, k) == (hardware, kind) and stack != "all stacks"},
+                            if (h, k) == (hardware, kind)},
                  "families": sorted({a["model"]["model_type"] for a in answers}),
                  "moe": any(a["model"]["experts"] for a in answers),
                  "dtypes": sorted({a["request"]["dtype"] for a in answers})}
@@ -523,23 +674,43 @@ def evaluate(rows_path: Path = ROWS) -> tuple[list[Case], dict]:
     return cases, scores(cases)
 
 
+TABLE_HEADER = '''"""Generated by benchmarks/calibration.py from benchmarks/published-trainium-rows.json; do not edit by hand.
+COLLECTIVES: the collective latencies of assumptions.py (seconds); EFFICIENCIES: stack -> generation ->
+parameter -> value (costmodel/stacks.py says what each parameter is and its bounds); ROWS: stack ->
+generation -> the published rows its values were fitted on."""
+'''
+
+
+def fitted_table_text(fitted: Fit) -> str:
+    """localneuron/costmodel/fitted_table.py for `fitted`."""
+    return "\n".join([TABLE_HEADER, f"COLLECTIVES = {fitted.collectives!r}", "",
+                      f"EFFICIENCIES = {fitted.efficiencies!r}", "", f"ROWS = {fitted.rows!r}", ""])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-cv", action="store_true",
-                        help="skip the cross-validation: print the page without the held-out errors, write nothing")
+                        help="skip the fit and the cross-validation: print the page as the written table prices it, "
+                             "without the held-out errors; writes nothing")
     args = parser.parse_args()
     cases, table = evaluate()
-    if args.no_cv:   # a quick look: the files need the held-out errors, so they are left as they are
+    if args.no_cv:   # a quick look: the files need the fit and the held-out errors, so they are left as they are
         print(render(cases, table, population_scores(cases, {}), {}))
         return
-    held_out = held_out_errors(cases)
-    populations = population_scores(cases, held_out)
-    folds = {"model family": cross_validate(cases, lambda c: c.family)}
-    text = render(cases, table, populations, folds)
+    fitted = fit(cases)
+    FITTED_TABLE.write_text(fitted_table_text(fitted))
+    with applied(fitted):   # the table just written, as the estimate will read it from now on
+        price(cases)
+        table = scores(cases)
+        held_out = held_out_errors(cases, fitted)
+        populations = population_scores(cases, held_out)
+        folds = {"model family": cross_validate(cases, lambda c: c.family, fitted)}
+        text = render(cases, table, populations, folds, fitted)
+        kinds = coverage(cases, table, populations)
     print(text)
     DOC.write_text(text)
-    TABLE.write_text(json.dumps({"generated_by": "benchmarks/calibration.py",
-                                 "kinds": coverage(cases, table, populations)}, indent=1, sort_keys=True) + "\n")
+    TABLE.write_text(json.dumps({"generated_by": "benchmarks/calibration.py", "kinds": kinds},
+                                indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,10 @@ def add_parser(commands):
     p.add_argument("--lnc", type=int, choices=(1, 2),
                    help="physical NeuronCores per logical core (trn2/trn3: 2 by default, as TorchNeuron runs them; "
                         "1 where the hardware allows; trn1: 1)")
+    p.add_argument("--stack", help="the software stack priced, each a few efficiencies fitted on the published rows "
+                                   "that ran it: torchneuron (the default: a tuned TorchNeuron recipe), "
+                                   "transformers-neuronx, optimum-neuron, megatron-lm-reference, hf-torch-neuronx "
+                                   "(docs/estimate.md says what each stands for)")
     p.add_argument("--nodes", type=int, default=1, help="instances (16 chips each; default 1)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (over logical cores)")
     p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (1F1B schedule)")
@@ -67,7 +71,7 @@ def add_parser(commands):
 
 # estimate's own options that may follow a --script's arguments, and whether each takes a value
 OWN_AFTER_SCRIPT = {"--world-size": True, "--target": True, "--nodes": True, "--lnc": True, "--json": True,
-                    "--mode": True}
+                    "--mode": True, "--stack": True}
 
 
 def split_script_arguments(argv: list) -> tuple[list, list]:

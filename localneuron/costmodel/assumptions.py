@@ -4,6 +4,7 @@ per-model factor; docs/calibration.md shows what they give against published Tra
 which published rows fixed each number. The cost model reads them at call time (assumptions.NAME),
 so benchmarks/calibration.py can refit them in its cross-validation.
 """
+from localneuron.costmodel import fitted_table
 
 # A collective costs a start (the collective engines of every rank hand-shake before data moves) and
 # one latency per algorithm step (a DMA transfer and the semaphore its peer waits on); one issued on
@@ -11,10 +12,10 @@ so benchmarks/calibration.py can refit them in its cross-validation.
 # on every rank, where a compiled graph's collectives come armed. All three are fitted to the published
 # rows together (benchmarks/calibration.py): the nccom-test rows weigh the launch and the steps (a
 # 2-rank all-reduce of 1 KiB takes 58 us, a 32-rank all-gather of 1 KiB 151 us), the decode rows, two
-# small all-reduces per layer, the start and the steps.
-COLLECTIVE_LAUNCH_S = 20e-6
-COLLECTIVE_START_S = 20e-6
-COLLECTIVE_STEP_S = 4e-6
+# small all-reduces per layer, the start and the steps. Their values are fitted_table.py's.
+COLLECTIVE_LAUNCH_S = fitted_table.COLLECTIVES["COLLECTIVE_LAUNCH_S"]
+COLLECTIVE_START_S = fitted_table.COLLECTIVES["COLLECTIVE_START_S"]
+COLLECTIVE_STEP_S = fitted_table.COLLECTIVES["COLLECTIVE_STEP_S"]
 
 # Between instances a step also pays the network: EFA's one-way message latency (AWS quotes 'around
 # 15 us' for SRD; not in the notes).

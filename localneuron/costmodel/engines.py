@@ -180,9 +180,10 @@ def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
     for batch, m, k, n, fp32 in gemms:
         if batch * m * k * n == 0:   # an empty operand: nothing to multiply
             continue
-        # the tile rule at the fraction of it a well-blocked kernel of this shape reaches (the NKI cycle model's table)
+        # the tile rule at the fraction of it a well-blocked kernel of this shape reaches (the NKI cycle model's
+        # table), and at the fraction of that the stack's compiled GEMMs reach
         cycles["tensor"] += (batch * tiles.gemm_cycles(m, k, n, fp32, core.pe_array, core.fp32_matmul_slowdown)
-                             / gemm_efficiency.efficiency(chip.name, m, k, n, fp32))
+                             / gemm_efficiency.efficiency(chip.name, m, k, n, fp32) / chip.efficiencies.matmul)
         work.flops += 2.0 * batch * m * k * n
     for engine in ENGINES:
         work.engine_s[engine] = cycles[engine] / (core.clock_ghz[engine] * 1e9) / chip.lnc

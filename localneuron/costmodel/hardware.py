@@ -26,6 +26,8 @@ GH226/ = https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/, its source 
 """
 from dataclasses import dataclass, field
 
+from localneuron.costmodel import stacks
+
 KIB = 1024
 GIB = 1 << 30
 
@@ -106,6 +108,8 @@ class Chip:
     neuronlink_links: int          # links per chip (same pages)
     efa_bits_per_s: float          # per instance ([trn1-arch] / [trn2-arch] / [trn3-arch])
     launch_overhead_s: float = 15e-6   # runtime cost of one executable launch (Neuron runtime, not published per chip)
+    stack: str = stacks.DEFAULT        # the software whose efficiencies price work on it (not a hardware figure:
+                                       # costmodel/stacks.py, fitted on published rows; --stack)
 
     # --- the device as TorchNeuron shows it ------------------------------------------------------
     @property
@@ -134,16 +138,25 @@ class Chip:
         return self.bf16_flops_per_core / self.core.fp32_matmul_slowdown
 
     @property
+    def efficiencies(self):
+        """What the stack's software reaches of this hardware (fitted, not published: costmodel/stacks.py)."""
+        return stacks.efficiencies(self.stack, self.name)
+
+    @property
     def memory_bytes_per_s_per_core(self):
-        """A core reaches HBM through its DMA queues: the smaller of its share of the chip's HBM
-        bandwidth and what its queues sustain (derived: the chip's HBM rate over its physical cores)."""
-        return self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, self.core.dma_bytes_per_s)
+        return self.hbm_bytes_per_s_reached()
+
+    def hbm_bytes_per_s_reached(self, descriptor_bytes=None):
+        """A core reaches HBM through its DMA queues: the smaller of its share of the chip's HBM bandwidth
+        (derived: the chip's HBM rate over its physical cores) and what its queues sustain, below their
+        sustained rate when a transfer can only use descriptors of `descriptor_bytes`; at the fraction of it
+        the stack's graphs sustain."""
+        dma = self.core.dma_bytes_per_s * (self.core.dma_efficiency(descriptor_bytes) if descriptor_bytes else 1.0)
+        return self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, dma) * self.efficiencies.hbm
 
     def hbm_transfer_s(self, nbytes, descriptor_bytes=None):
-        """Seconds for one core to move `nbytes` between HBM and SBUF; `descriptor_bytes` when the
-        transfer can only use descriptors that small (the DMA queues then fall below their sustained rate)."""
-        dma = self.core.dma_bytes_per_s * (self.core.dma_efficiency(descriptor_bytes) if descriptor_bytes else 1.0)
-        return nbytes / (self.lnc * min(self.hbm_bytes_per_s / self.physical_cores, dma))
+        """Seconds for one core to move `nbytes` between HBM and SBUF (hbm_bytes_per_s_reached)."""
+        return nbytes / self.hbm_bytes_per_s_reached(descriptor_bytes)
 
     @property
     def host_link_bytes_per_s(self):

@@ -9,7 +9,7 @@ class Breakdown:
     compute: float = 0.0          # engines busy (TensorE, VectorE, ScalarE, GpSimd) and their dependency latency
     memory: float = 0.0           # HBM traffic beyond what the engines hide
     collectives: float = 0.0      # NeuronLink / EFA
-    launches: float = 0.0         # executable launches and per-step runtime costs
+    launches: float = 0.0         # executable launches, per-step runtime costs, a server's per-request costs
     pipeline_bubble: float = 0.0  # pipeline stages idle while the pipeline fills and drains
     host: float = 0.0             # CPU fallbacks: the host link both ways
 

@@ -7,6 +7,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 
+from localneuron.costmodel import stacks
 from localneuron.runtime.checked_files import OutputError, OutputFile
 
 EXIT_BAD_INPUT = 2
@@ -23,6 +24,7 @@ class EstimateOptions:
     as_written: bool = False
     target: str = "trn2"
     lnc: int | None = None
+    stack: str | None = None     # None: stacks.DEFAULT
     nodes: int = 1
     tp: int = 1
     pp: int = 1
@@ -87,7 +89,7 @@ def run(args: EstimateOptions) -> int:
         print(f"localneuron estimate: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        target = target_chip(args.target, args.lnc)
+        target = target_chip(args.target, args.lnc, args.stack or stacks.DEFAULT)
         if args.script:
             result = _script(args, target)
         else:

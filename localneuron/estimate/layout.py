@@ -4,6 +4,7 @@ cross EFA, and how many share an instance's network at once."""
 import dataclasses
 from dataclasses import dataclass
 
+from localneuron.costmodel import stacks
 from localneuron.costmodel.collectives import Group
 from localneuron.costmodel.hardware import Chip, chip
 
@@ -11,10 +12,10 @@ from localneuron.costmodel.hardware import Chip, chip
 MAX_NODES = 1 << 16   # instances: beyond any cluster (and the estimate's integer shapes)
 
 
-def target_chip(name: str, lnc: int | None = None) -> Chip:
+def target_chip(name: str, lnc: int | None = None, stack: str = stacks.DEFAULT) -> Chip:
     """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
-    core where the hardware has that many."""
-    target = chip(name)
+    core where the hardware has that many, its work priced as `stack` runs it."""
+    target = dataclasses.replace(chip(name), stack=stacks.check(stack))
     if lnc is None or lnc == target.lnc:
         return target
     if lnc not in (1, 2) or target.physical_cores % lnc:

@@ -194,12 +194,14 @@ def schedule_train(stack: Stack, layout: Layout, request: Request) -> dict:
         "micro_batches_per_step": micro, "global_batch": global_batch,
         "micro_batch_stage_s": stage.total,   # one micro-batch's forward and backward on the slowest stage
         "breakdown": step.as_dict(), "hbm_per_core_bytes": memory,
-        "compile_saves": _compile_saving(stack.layer, layers_per_stage * micro),
+        "compiled_layers": (stack.layer, layers_per_stage * micro),
         "traced": stack.traced(),
     }
 
 
-def _compile_saving(traced: TracedModule, repeats: int) -> dict:
+def compile_saving(traced: TracedModule, repeats: int) -> dict:
+    """What compiling saves: `repeats` forwards of the layer launched op by op, and as compiled graphs (a schedule's
+    "compiled_layers"; only an answer prices it: the op-by-op forward is a second pricing of every op)."""
     return {"eager_forward_s": traced.eager_forward.total * repeats, "compiled_forward_s": traced.forward.total * repeats}
 
 
@@ -220,12 +222,13 @@ def schedule_inference(prefill: Stack, decode: Stack | None, layout: Layout, req
     `decode` is the step at the mean context (decode cost grows linearly with it, so the mean token
     sits at the middle of the output); `kv_cache_bytes` is one stage's cache at the full length."""
     first = schedule_forward(prefill, layout)
+    first.launches += layout.chip.efficiencies.request_s   # the serving stack's work before the forward starts
     layers_per_stage = math.ceil(prefill.layers / layout.pp)
     stage_bytes = layers_per_stage * prefill.layer.parameter_bytes + prefill.first.parameter_bytes + \
         prefill.last.parameter_bytes
     result = {"ttft_s": first.total, "breakdown": first.as_dict(),
               "prefill_tokens_per_s": request.batch * request.input_len / first.total,
-              "traced": prefill.traced(), "compile_saves": _compile_saving(prefill.layer, prefill.layers)}
+              "traced": prefill.traced(), "compiled_layers": (prefill.layer, prefill.layers)}
     workspace = max(prefill.layer.workspace_bytes, prefill.last.workspace_bytes)
     if decode is not None:
         step = schedule_forward(decode, layout)

@@ -6,7 +6,7 @@ from localneuron.estimate import plan, recipe, trust
 from localneuron.estimate.architecture import Architecture
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.trace import fake_device
-from localneuron.costmodel import assumptions
+from localneuron.costmodel import assumptions, stacks
 
 
 class Prepared:
@@ -17,6 +17,10 @@ class Prepared:
 
     def answer(self) -> dict:
         return _answer(dict(self.model), self._schedule(), self.chip, self.layout, self.request)
+
+    def metric(self, name: str) -> float:
+        """One figure of the answer ("step_s", "ttft_s"...), without the rest of it (the calibration's refits)."""
+        return self._schedule()[name]
 
 
 def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> Prepared:
@@ -97,7 +101,7 @@ def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int,
                                                                       "total": priced["peak_bytes"]},
         "hbm_capacity_per_core_bytes": capacity, "fits": priced["peak_bytes"] <= capacity,
         "ops": {"cpu_fallbacks": priced["fallbacks"], "computed_in_32bit": priced["computed_in_32bit"]},
-        "ranks": priced["rank_results"], "assumptions": assumption_lines(),
+        "ranks": priced["rank_results"], "stack": stack_priced(chip), "assumptions": assumption_lines(),
     }
     answer["trust"] = trust.assess(answer)
     return answer
@@ -105,6 +109,8 @@ def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int,
 
 def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan.Request) -> dict:
     traced = result.pop("traced")
+    if "compiled_layers" in result:
+        result["compile_saves"] = plan.compile_saving(*result.pop("compiled_layers"))
     fallbacks, narrowed = {}, {}
     for t in traced:
         for name, calls in t.fallback_ops.items():
@@ -129,10 +135,16 @@ def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan
         "hbm_capacity_per_core_bytes": capacity,
         "fits": memory["total"] <= capacity,
         "ops": {"cpu_fallbacks": fallbacks, "computed_in_32bit": narrowed},
-        "assumptions": assumption_lines(),
+        "stack": stack_priced(chip), "assumptions": assumption_lines(),
     }
     answer["trust"] = trust.assess(answer)
     return answer
+
+
+def stack_priced(chip: Chip) -> dict:
+    """The software stack the estimate prices and what it reaches of the target (costmodel/stacks.py)."""
+    return {"name": chip.stack, "description": stacks.STACKS[chip.stack].description,
+            "tuned": stacks.STACKS[chip.stack].tuned, "efficiencies": vars(chip.efficiencies)}
 
 
 def assumption_lines() -> list[str]:

@@ -18,6 +18,7 @@ def _script(e: dict) -> list[str]:
     lines = [f"localneuron estimate: {m['built_with']}, {parameters_text(m['parameters'])}, on {lay['nodes']} "
              f"{e['target']} node(s) at LNC={lay['lnc']} (groups: {groups}; an estimate from the cost model, not a "
              f"measurement)",
+             _stack(e),
              f"  step {seconds_text(e['step_s'])} (its second optimizer step, each phase priced as compiled graphs)",
              f"  where the time of one training step goes: {_percentages(e['breakdown'], e['step_s'])}",
              "  collectives per step on the slowest rank:"]
@@ -25,6 +26,15 @@ def _script(e: dict) -> list[str]:
         lines.append(f"    {kind:<15} {c['calls']:>6} calls {bytes_text(c['bytes']):>12}  {seconds_text(c['seconds']):>9} "
                      f"(groups of {', '.join(map(str, c['group_sizes']))})")
     return lines
+
+
+def _stack(e: dict) -> str:
+    stack = e["stack"]
+    reached = stack["efficiencies"]
+    return (f"  stack priced: {stack['name']} ({stack['description']}): GEMMs at {100 * reached['matmul']:.0f}% of the "
+            f"cycle model's rate for their shape, HBM at {100 * reached['hbm']:.0f}% of a core's reach"
+            + (f", {seconds_text(reached['request_s'])} of serving before a request's first forward"
+               if reached["request_s"] else "") + "; --stack to change")
 
 
 def render(e: dict) -> str:
@@ -64,6 +74,7 @@ def _model(e: dict) -> list[str]:
              f"  model: {m['built_with']}"]
     if m.get("recipe"):
         lines.append(f"  recipe assumed: {m['recipe']}")
+    lines.append(_stack(e))
     if req["mode"] == "train":
         lines.append(f"  step {seconds_text(e['step_s'])}: {e['seq_per_s']:,.4g} sequences/s, {e['tokens_per_s']:,.0f} "
                      f"tokens/s, MFU {100 * e['mfu']:.1f}% (micro-batch {req['micro_batch']}, global batch "

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._pytree import tree_flatten
 
-from localneuron.costmodel import assumptions
+from localneuron.costmodel import stacks
 from localneuron.costmodel import ops as cost_ops
 from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.ops import GraphOp
@@ -46,39 +46,44 @@ class TracedModule:
     computed_in_32bit: Counter = field(default_factory=Counter)
     flops: float = 0.0
     parts: tuple = ()                 # ((TracedModule, weight), ...): this one is their weighted sum
-    _priced: tuple = field(default=(None, None), repr=False)
+    _priced: dict = field(default_factory=dict, repr=False)   # what -> (efficiencies priced with, Breakdown)
 
-    def _price(self) -> tuple:
-        """(forward, backward, eager forward) under the assumptions as they are now."""
-        key = assumptions.values()
-        if self._priced[0] == key:
-            return self._priced[1]
+    def _price(self, what: str) -> Breakdown:
+        """"forward", "backward" or "eager_forward", as the fitted efficiencies now price it (a graph's price reads
+        the target's figures and its stack's efficiencies, no assumption: the collectives are plan.py's to price);
+        each priced when first asked, and again only when the efficiencies change."""
+        key = stacks.values()
+        cached = self._priced.get(what)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         if self.graphs is None:
-            total = [Breakdown(), Breakdown(), Breakdown()]
+            priced = Breakdown()
             for part, weight in self.parts:
-                total = [t + p.scaled(weight) for t, p in zip(total, part._price())]
-            priced = tuple(total)
+                priced = priced + part._price(what).scaled(weight)
         else:
             g, chip = self.graphs, self.chip
-            forward = cost_ops.graph(chip, g.forward, g.forward_outputs, g.descriptors, g.stored)
-            backward = cost_ops.graph(chip, g.backward, g.backward_outputs, stored=g.stored) if g.backward \
-                else Breakdown()
-            priced = (forward, backward, cost_ops.eager_sequence(chip, g.forward))
-        self._priced = (key, priced)
+            if what == "forward":
+                priced = cost_ops.graph(chip, g.forward, g.forward_outputs, g.descriptors, g.stored)
+            elif what == "backward":
+                priced = cost_ops.graph(chip, g.backward, g.backward_outputs, stored=g.stored) if g.backward \
+                    else Breakdown()
+            else:
+                priced = cost_ops.eager_sequence(chip, g.forward)
+        self._priced[what] = (key, priced)
         return priced
 
     @property
     def forward(self) -> Breakdown:
-        return self._price()[0]
+        return self._price("forward")
 
     @property
     def backward(self) -> Breakdown:
-        return self._price()[1]
+        return self._price("backward")
 
     @property
     def eager_forward(self) -> Breakdown:
         """The forward's ops launched one by one (what compiling saves)."""
-        return self._price()[2]
+        return self._price("eager_forward")
 
     def scaled(self, factor: float) -> "TracedModule":
         """`factor` of this module (a pipeline stage's share of a whole model traced at once)."""

@@ -5,10 +5,12 @@ it, so it cannot drift from the model)."""
 import json
 from pathlib import Path
 
+from localneuron.costmodel import stacks
+
 CALIBRATION = Path(__file__).with_name("calibration.json")
 KIND = {"train": "training", "prefill": "prefill", "decode": "decode"}
-# the population of calibration.json that stands for the estimate's default: a tuned recipe
-TUNED = "tuned stacks"
+# calibration.json's population of every row of a kind, each judged as its first stack
+EVERY_ROW = "every row"
 
 
 def table() -> dict:
@@ -22,16 +24,17 @@ def table() -> dict:
     return kinds if isinstance(kinds, dict) else {}
 
 
-def _population(rows: dict) -> tuple[dict, str]:
-    """The rows an estimate of the default recipe is judged by: those of the tuned stacks where the kind has them
-    (calibration.json's per-stack entries), else all of them; and how to name them."""
-    stacks = rows.get("stacks")
-    stacks = stacks if isinstance(stacks, dict) else {}
-    tuned = stacks.get(TUNED)
-    if isinstance(tuned, dict) and {"rows", "mae", "worst"} <= set(tuned):
-        return tuned, TUNED
-    untuned = sorted(name for name in stacks if name != TUNED) or ["every stack"]
-    return rows, ", ".join(untuned)
+def _population(rows: dict, stack: str) -> tuple[dict | None, str]:
+    """The rows an estimate priced as `stack` is judged by: those judged as that stack (calibration.json's per-stack
+    entries), else None and the software every row of the kind ran."""
+    judged = rows.get("stacks")
+    judged = judged if isinstance(judged, dict) else {}
+    own = judged.get(stack)
+    if isinstance(own, dict) and {"rows", "mae", "worst"} <= set(own):
+        return own, stack
+    every = judged.get(EVERY_ROW)
+    ran = every.get("populations") if isinstance(every, dict) else None
+    return None, ", ".join(ran) if isinstance(ran, list) and ran else "other stacks"
 
 
 def _outside(value, covered) -> bool:
@@ -73,13 +76,16 @@ def assess(answer: dict) -> dict:
                             f"(calibrated: {', '.join(map(str, seen))})")
     if request.get("dtype") in ("bf16", "fp32") and request.get("dtype") not in rows.get("dtypes", [request.get("dtype")]):
         warnings.append(f"dtype {request.get('dtype')}: no published {nearest} row runs it")
-    population, of_stacks = _population(rows)
-    if of_stacks != TUNED:
-        warnings.append(f"no published {nearest} row ran a tuned stack (the recipe this estimate prices): the error "
-                        f"quoted is on rows of {of_stacks}, which run slower or faster for reasons of their own")
+    stack = answer.get("stack", {}).get("name", stacks.DEFAULT)
+    population, named = _population(rows, stack)
+    if population is None:
+        warnings.append(f"no published {nearest} row was judged as the {stack} stack: its efficiencies there are "
+                        f"those of its nearest fitted generation or the default stack's, and the error quoted is on "
+                        f"rows of {named}")
+        population = rows
     error = population.get("held_out_mae", population["mae"])
     text = (f"±{100 * error:.0f}% (mean absolute error on configurations left out of the fit) on "
-            f"{population['rows']} published {nearest.split()[0]} {KIND[mode]} rows of {of_stacks}, worst "
+            f"{population['rows']} published {nearest.split()[0]} {KIND[mode]} rows judged as {named}, worst "
             f"{100 * population['worst']:.0f}%, bias {100 * population.get('bias', 0.0):+.0f}% (+: priced faster)")
     return {"calibration": text, "mean_abs_error": error, "rows": population["rows"], "nearest": nearest,
-            "stacks": of_stacks, "warnings": warnings}
+            "stack": named, "warnings": warnings}

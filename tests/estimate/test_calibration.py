@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import calibration  # noqa: E402
 
+from localneuron.costmodel import fitted_table, stacks  # noqa: E402
 from localneuron.estimate import trust  # noqa: E402
 
 
@@ -39,16 +40,30 @@ def test_the_trust_table_is_what_the_published_rows_give_now(evaluated):
             assert 0 <= claimed[kind]["stacks"][stack]["held_out_mae"] < 10, (kind, stack)
 
 
-def test_every_row_ran_a_named_stack_and_the_tuned_ones_are_aws_recipes():
+def test_every_row_ran_named_software_and_the_default_stack_stands_for_aws_tuned_libraries():
     rows = json.loads(calibration.ROWS.read_text())["rows"]
-    stacks = {row["id"]: calibration.stack_of(row) for row in rows}
-    assert set(stacks.values()) <= set(calibration.STACKS)
+    ran = {row["id"]: calibration.population_of(row) for row in rows}
+    assert set(ran.values()) <= set(calibration.POPULATIONS)
     # the rows whose source names the library: its column, not a guess
-    assert all(stacks[r["id"]] == "transformers-neuronx" for r in rows if "Transformers NeuronX" in r["quote"])
-    assert {stacks[r["id"]] for r in rows if r["source"].get("repo") == "huggingface/optimum-neuron"} == {"optimum-neuron"}
-    assert not calibration.STACKS["optimum-neuron"][1] and not calibration.STACKS["megatron-lm-reference"][1]
+    assert all(ran[r["id"]] == "transformers-neuronx" for r in rows if "Transformers NeuronX" in r["quote"])
+    assert {ran[r["id"]] for r in rows if r["source"].get("repo") == "huggingface/optimum-neuron"} == {"optimum-neuron"}
+    default = {population for population, _ in stacks.STACKS[stacks.DEFAULT].stands_for}
+    assert default == {"nxd", "nemo-megatron", "nxd-inference", "transformers-neuronx"}
+    assert not stacks.STACKS["optimum-neuron"].tuned and not stacks.STACKS["megatron-lm-reference"].tuned
     with pytest.raises(ValueError, match="no stack recognised"):
-        calibration.stack_of({"id": "X1", "kind": "decode", "extra": {}, "quote": "", "source": {"repo": "a/b"}})
+        calibration.population_of({"id": "X1", "kind": "decode", "extra": {}, "quote": "", "source": {"repo": "a/b"}})
+
+
+def test_a_parameter_is_fitted_only_where_the_configurations_support_it(evaluated):
+    cases, _ = evaluated
+    for (stack, generation), (parameters, members) in calibration.efficiency_groups(cases).items():
+        configurations = len({calibration._group(c) for c in members})
+        assert len(parameters) <= configurations // calibration.CONFIGURATIONS_PER_PARAMETER, (stack, generation)
+        assert len(parameters) <= 3
+    # one configuration (two releases of it) fits nothing: the stack falls back to the default's efficiencies
+    groups = calibration.efficiency_groups(cases)
+    assert groups[("megatron-lm-reference", "trn1")][0] == []
+    assert "megatron-lm-reference" not in fitted_table.EFFICIENCIES
 
 
 def test_the_calibration_page_states_the_errors_the_model_has(evaluated):

@@ -3,7 +3,7 @@ rules, eager ops vs compiled graphs, collectives; and the eager estimate per exe
 import pytest
 import torch
 
-from localneuron.costmodel import assumptions, collectives, tiles
+from localneuron.costmodel import assumptions, collectives, stacks, tiles
 from localneuron.costmodel.engines import op_work
 from localneuron.costmodel.hardware import CHIPS, NEURON_CORES
 from localneuron.costmodel.ops import GraphOp, eager_op, eager_seconds, fused_seconds, graph
@@ -31,7 +31,9 @@ def test_one_table_serves_the_device_the_cost_model_and_nki():
     assert (TRN2.logical_cores, TRN2.hbm_bytes_per_core) == (4, 24 << 30)
     # published per-core TensorE peak: 128 x 128 PEs, 2 FLOP, 2.8 GHz on NC-v2
     assert TRN1.core.bf16_flops == pytest.approx(91.75e12, rel=1e-3)
-    assert TRN1.memory_bytes_per_s_per_core == pytest.approx(272e9)   # 16 DMA queues x 17 B/ns
+    with stacks.refitted({}):   # the published figure, before a stack's fitted efficiency
+        assert TRN1.memory_bytes_per_s_per_core == pytest.approx(272e9)   # 16 DMA queues x 17 B/ns
+    assert TRN1.memory_bytes_per_s_per_core == pytest.approx(272e9 * TRN1.efficiencies.hbm)
 
 
 def test_large_matmul_is_compute_bound_at_the_published_gemm_efficiency():

@@ -1,6 +1,7 @@
 """What every estimate says about itself: the recipe it assumed, how far the published rows let you
 trust it (the calibration error of the nearest kind), where the request leaves the calibrated range;
 inference beyond batch 1; the fits verdict of the two paths compared."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from localneuron.costmodel import stacks
 from localneuron.costmodel.hardware import chip
 from localneuron.estimate import architecture, plan, run, trust
 from localneuron.estimate.layout import Layout
@@ -31,24 +33,31 @@ def test_the_trust_line_gives_the_error_of_the_nearest_kind_of_published_row():
     kinds = trust.table()
     assert {"trn1 train", "trn1 prefill", "trn1 decode", "trn2 prefill", "trn2 decode"} <= set(kinds)
     e = estimate(small_llama(), "decode", tp=32, input_len=128, output_len=64)
-    tuned = kinds["trn1 decode"]["stacks"]["tuned stacks"]   # the default prices a tuned recipe
+    tuned = kinds["trn1 decode"]["stacks"][stacks.DEFAULT]   # the default prices a tuned recipe
+    assert e["stack"]["name"] == stacks.DEFAULT and e["trust"]["stack"] == stacks.DEFAULT
     assert e["trust"]["nearest"] == "trn1 decode" and e["trust"]["rows"] == tuned["rows"]
     assert e["trust"]["mean_abs_error"] == tuned["held_out_mae"]   # the error on configurations never fitted
     assert e["trust"]["calibration"].startswith(
         f"±{100 * tuned['held_out_mae']:.0f}% (mean absolute error on configurations left out of the fit) on "
-        f"{tuned['rows']} published trn1 decode rows of tuned stacks")
-    assert not any("tuned stack" in w for w in e["trust"]["warnings"])
+        f"{tuned['rows']} published trn1 decode rows judged as {stacks.DEFAULT}")
+    assert not any("judged as the" in w for w in e["trust"]["warnings"])
     json.dumps(e["trust"])
 
 
-def test_a_kind_whose_rows_ran_no_tuned_stack_says_whose_error_it_quotes():
-    rows = trust.table()["trn2 decode"]
-    assert "tuned stacks" not in rows["stacks"], "a tuned trn2 decode row joined the set: pick another kind"
-    e = estimate(small_llama(), "decode", target=chip("trn2"), tp=32, input_len=128, output_len=64)
-    stacks = ", ".join(sorted(rows["stacks"]))
-    assert e["trust"]["stacks"] == stacks and e["trust"]["rows"] == rows["rows"]
-    assert f"rows of {stacks}," in e["trust"]["calibration"]
-    assert any(w.startswith("no published trn2 decode row ran a tuned stack") for w in e["trust"]["warnings"])
+def test_an_estimate_is_judged_by_the_rows_of_its_own_stack():
+    rows = trust.table()["trn1 prefill"]["stacks"]
+    assert stacks.DEFAULT not in rows, "a tuned trn1 prefill row joined the set: pick another kind"
+    target = dataclasses.replace(TRN1, stack="transformers-neuronx")
+    e = estimate(small_llama(), "prefill", target=target, tp=32, input_len=128)
+    own = rows["transformers-neuronx"]
+    assert e["trust"]["stack"] == "transformers-neuronx" and e["trust"]["rows"] == own["rows"]
+    assert e["trust"]["mean_abs_error"] == own["held_out_mae"]
+    # the default stack has no trn1 prefill row: the error of every row, and a warning naming whose rows they are
+    e = estimate(small_llama(), "prefill", tp=32, input_len=128)
+    every = rows[trust.EVERY_ROW]
+    assert e["trust"]["rows"] == every["rows"] and e["trust"]["stack"] == ", ".join(every["populations"])
+    assert any(w.startswith(f"no published trn1 prefill row was judged as the {stacks.DEFAULT} stack")
+               for w in e["trust"]["warnings"])
 
 
 @pytest.mark.parametrize("target, mode, extra, warning", [

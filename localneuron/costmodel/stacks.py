@@ -1,0 +1,143 @@
+"""The software stack an estimate prices (`localneuron estimate --stack`), and what it reaches of the hardware:
+a few physical efficiencies per generation, fitted on the published rows that ran it.
+
+Invariant: a piece of work is priced with the efficiencies of the stack its target names (Chip.stack), read
+here when it is priced; the fitted values live in one generated table (fitted_table.py, with the
+rows that fixed them), which benchmarks/calibration.py refits and rewrites. Nothing else holds a fitted
+efficiency. The `neuron` device prices its work as the default stack runs it, the same numbers
+`localneuron estimate` gives by default.
+"""
+import contextlib
+from dataclasses import dataclass
+
+from localneuron.costmodel import fitted_table
+
+DEFAULT = "torchneuron"
+GENERATIONS = ("trn1", "trn2", "trn3")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One physical efficiency: its bounds (outside them it would be a different machine, not a slower
+    program), the value that leaves the published figures as they are, and the kinds of published row
+    whose times it moves enough to be fitted on."""
+    low: float
+    high: float
+    neutral: float
+    kinds: tuple
+    meaning: str
+
+
+PARAMETERS = {
+    # below a fifth of a well-blocked kernel's rate a stack would not be tiling for TensorE at all: a different
+    # algorithm (a term the model lacks), not an efficiency
+    "matmul": Parameter(0.2, 1.0, 1.0, ("train", "prefill"),
+                        "the fraction of the NKI cycle model's rate for a GEMM's shape (a well-blocked kernel) that the "
+                        "stack's compiled GEMMs reach"),
+    "hbm": Parameter(0.3, 1.0, 1.0, ("decode",),
+                     "the fraction of a core's HBM reach (its DMA queues' sustained rate, or its share of the chip's "
+                     "bandwidth when lower) that the stack's graphs sustain"),
+    # a server's own work on a request (tokenising, scheduling, the round trip) is milliseconds to tens of them
+    "request_s": Parameter(0.0, 0.1, 0.0, ("prefill",),
+                           "seconds a request spends in the serving stack before its first token's forward runs "
+                           "(scheduling, tokenisation, the client's round trip)"),
+}
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    matmul: float = PARAMETERS["matmul"].neutral
+    hbm: float = PARAMETERS["hbm"].neutral
+    request_s: float = PARAMETERS["request_s"].neutral
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A stack a user can name: what it is, and the published rows that stand for it, as (population, kinds):
+    the populations are the software the rows' sources name (benchmarks/calibration.py's stack_of())."""
+    description: str
+    stands_for: tuple
+    tuned: bool
+
+
+STACKS = {
+    DEFAULT: Stack("a tuned TorchNeuron recipe: compiled graphs, fused attention, Megatron-style parallelism; AWS's "
+                   "tuned libraries' published rows stand for it (NeuronX Distributed and NeMo-Megatron training, NxD "
+                   "Inference serving, Transformers NeuronX token generation)",
+                   (("nxd", ("train",)), ("nemo-megatron", ("train",)), ("nxd-inference", ("prefill", "decode")),
+                    ("transformers-neuronx", ("decode",))), tuned=True),
+    "transformers-neuronx": Stack("Transformers NeuronX as its SDK 2.18 sample scripts run it on trn1, context "
+                                  "encoding included: long prompts of its Llama-2 samples ran 1.6-4.5x slower than "
+                                  "the same library's Llama-3 samples of the same shape one release later",
+                                  (("transformers-neuronx", ("prefill", "decode")),), tuned=False),
+    "optimum-neuron": Stack("Hugging Face optimum-neuron's vLLM server (`optimum-cli neuron serve`)",
+                            (("optimum-neuron", ("prefill", "decode")),), tuned=False),
+    "megatron-lm-reference": Stack("AWS's early reference port of Megatron-LM (Neuron SDK 2.5-2.6)",
+                                   (("megatron-lm-reference", ("train",)),), tuned=False),
+    "hf-torch-neuronx": Stack("Hugging Face Trainer scripts on torch-neuronx, data parallel only",
+                              (("hf-torch-neuronx", ("train",)),), tuned=False),
+}
+
+
+def check(name: str) -> str:
+    """`name` if it is a stack; a ValueError listing the stacks otherwise."""
+    if name not in STACKS:
+        raise ValueError(f"unknown --stack {name!r}; choose one of: " + ", ".join(
+            f"{stack}{' (default)' if stack == DEFAULT else ''}" for stack in STACKS))
+    return name
+
+
+def judged_by(population: str, kind: str) -> list[str]:
+    """The stacks a published row of `population` and `kind` stands for."""
+    return [name for name, stack in STACKS.items() if any(p == population and kind in kinds
+                                                         for p, kinds in stack.stands_for)]
+
+
+_fitted = fitted_table.EFFICIENCIES
+_resolved: dict = {}
+
+
+def _nearest(generation: str) -> list[str]:
+    """Generations by distance from `generation`, the older first on a tie."""
+    index = GENERATIONS.index(generation) if generation in GENERATIONS else len(GENERATIONS)
+    return sorted(GENERATIONS, key=lambda g: (abs(GENERATIONS.index(g) - index), GENERATIONS.index(g)))
+
+
+def _lookup(stack: str, generation: str, parameter: str) -> float:
+    """The fitted value for the stack on the nearest generation that fixed it; else the default stack's, the same
+    way (a stack differs from the tuned recipe only where its rows say so); else the neutral value."""
+    for name in (stack, DEFAULT):
+        for g in _nearest(generation):
+            value = _fitted.get(name, {}).get(g, {}).get(parameter)
+            if value is not None:
+                return value
+    return PARAMETERS[parameter].neutral
+
+
+def efficiencies(stack: str, generation: str) -> Efficiencies:
+    """What `stack` reaches of `generation`'s hardware."""
+    key = (stack, generation)
+    if key not in _resolved:
+        _resolved[key] = Efficiencies(**{p: _lookup(check(stack), generation, p) for p in PARAMETERS})
+    return _resolved[key]
+
+
+def values() -> tuple:
+    """The fitted table as it stands (what a priced result depends on: a cache key)."""
+    return tuple(sorted((s, g, p, v) for s, per in _fitted.items() for g, fitted in per.items()
+                        for p, v in fitted.items() if p in PARAMETERS))
+
+
+@contextlib.contextmanager
+def refitted(table: dict):
+    """Price with `table` (stack -> generation -> parameter -> value) in place of the fitted one: the
+    calibration's refits."""
+    global _fitted
+    saved = _fitted
+    _fitted = table
+    _resolved.clear()
+    try:
+        yield
+    finally:
+        _fitted = saved
+        _resolved.clear()

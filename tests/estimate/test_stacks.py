@@ -1,0 +1,166 @@
+"""The software stack an estimate prices (`--stack`): a named set of physical efficiencies per generation,
+fitted on the published rows that ran it (localneuron/costmodel/stacks.py, fitted_table.py). Each efficiency
+moves the one term it stands for, the fitted table stays inside its bounds and names real rows of the stack,
+an unknown stack is refused with the list, and the device prices its work as the default stack does."""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from localneuron.costmodel import engines, fitted_table, stacks
+from localneuron.costmodel.hardware import chip
+from localneuron.estimate import architecture, plan, run
+from localneuron.estimate.layout import Layout, target_chip
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import calibration  # noqa: E402
+
+TRN1, TRN2 = chip("trn1"), chip("trn2")
+
+
+def small_llama():
+    return architecture.from_config({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
+                                     "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 2048,
+                                     "vocab_size": 4096})
+
+
+def matmul_seconds(target) -> float:
+    a = torch.empty(1024, 1024, dtype=torch.bfloat16, device="meta")
+    return engines.op_work(target, "aten::mm", [a, a], [a]).engine_s["tensor"]
+
+
+def test_each_efficiency_moves_its_own_term_and_only_it():
+    table = {"transformers-neuronx": {"trn1": {"matmul": 0.5, "hbm": 0.25, "request_s": 0.02}}}
+    own = dataclasses.replace(TRN1, stack="transformers-neuronx")
+    with stacks.refitted({}):
+        gemm, transfer = matmul_seconds(own), own.hbm_transfer_s(1 << 20)
+        neutral = run.estimate(small_llama(), own, Layout.make(own, 1, 8, 1, 1),
+                               plan.Request(mode="decode", input_len=128, output_len=64))
+    with stacks.refitted(table):
+        assert matmul_seconds(own) == pytest.approx(2 * gemm)         # half the GEMM rate: twice the TensorE time
+        assert own.hbm_transfer_s(1 << 20) == pytest.approx(4 * transfer)
+        assert own.memory_bytes_per_s_per_core == pytest.approx((1 << 20) / own.hbm_transfer_s(1 << 20))
+        assert matmul_seconds(TRN1) == pytest.approx(gemm)            # another stack keeps its own
+        slowed = run.estimate(small_llama(), own, Layout.make(own, 1, 8, 1, 1),
+                              plan.Request(mode="decode", input_len=128, output_len=64))
+    # the serving stack's request cost reaches the first token only, as a launch-side cost
+    assert slowed["prefill_breakdown"]["launches"] - neutral["prefill_breakdown"]["launches"] >= 0.02 - 1e-12
+    assert slowed["tpot_s"] > neutral["tpot_s"] and slowed["breakdown"]["launches"] == neutral["breakdown"]["launches"]
+    assert slowed["stack"]["efficiencies"] == {"matmul": 0.5, "hbm": 0.25, "request_s": 0.02}
+
+
+def test_a_stack_without_rows_of_a_generation_borrows_the_nearest_then_the_default():
+    table = {stacks.DEFAULT: {"trn1": {"matmul": 0.9, "hbm": 0.8}, "trn2": {"request_s": 0.01}},
+             "optimum-neuron": {"trn2": {"matmul": 0.4}}}
+    with stacks.refitted(table):
+        assert stacks.efficiencies("optimum-neuron", "trn2") == stacks.Efficiencies(0.4, 0.8, 0.01)
+        assert stacks.efficiencies("optimum-neuron", "trn1") == stacks.Efficiencies(0.4, 0.8, 0.01)
+        assert stacks.efficiencies("optimum-neuron", "trn3") == stacks.Efficiencies(0.4, 0.8, 0.01)
+        assert stacks.efficiencies(stacks.DEFAULT, "trn3") == stacks.Efficiencies(0.9, 0.8, 0.01)
+        assert stacks.efficiencies("hf-torch-neuronx", "trn1") == stacks.Efficiencies(0.9, 0.8, 0.01)
+    with stacks.refitted({}):
+        assert stacks.efficiencies("hf-torch-neuronx", "trn2") == stacks.Efficiencies()
+    # the context puts the written table back, even when pricing fails inside it
+    with pytest.raises(RuntimeError), stacks.refitted({}):
+        raise RuntimeError
+    assert stacks.values() == tuple(sorted((s, g, p, v) for s, per in fitted_table.EFFICIENCIES.items()
+                                           for g, fitted in per.items() for p, v in fitted.items()))
+
+
+def test_the_fitted_table_is_inside_its_bounds_and_names_rows_of_its_stack():
+    rows = {row["id"]: row for row in json.loads(calibration.ROWS.read_text())["rows"]}
+    assert set(fitted_table.EFFICIENCIES) <= set(stacks.STACKS)
+    for stack, per in fitted_table.EFFICIENCIES.items():
+        for generation, values in per.items():
+            assert generation in stacks.GENERATIONS and values, (stack, generation)
+            fitted_on = fitted_table.ROWS[stack][generation]
+            kinds = {rows[i]["kind"] for i in fitted_on}
+            for name, value in values.items():
+                parameter = stacks.PARAMETERS[name]
+                assert parameter.low <= value <= parameter.high, (stack, generation, name, value)
+                assert value in calibration.EFFICIENCY_GRIDS[name], (stack, generation, name)
+                assert set(parameter.kinds) & kinds, f"{name} fitted on rows ({kinds}) it does not move"
+            for row_id in fitted_on:   # the rows are the stack's: their software stands for it
+                row = rows[row_id]
+                assert stack in stacks.judged_by(calibration.population_of(row), row["kind"]), row_id
+                assert calibration._target(row).name == generation, row_id
+    for name, grid in calibration.EFFICIENCY_GRIDS.items():
+        assert min(grid) == stacks.PARAMETERS[name].low and max(grid) == stacks.PARAMETERS[name].high
+        assert stacks.PARAMETERS[name].neutral in grid
+    assert set(fitted_table.COLLECTIVES) == set(calibration.COLLECTIVE_GRIDS)
+
+
+def test_every_row_is_judged_by_a_stack_and_the_tuned_libraries_by_the_default_first():
+    tuned = {("nxd", "train"), ("nemo-megatron", "train"), ("nxd-inference", "prefill"), ("nxd-inference", "decode"),
+             ("transformers-neuronx", "decode")}
+    for row in json.loads(calibration.ROWS.read_text())["rows"]:
+        population = calibration.population_of(row)
+        if population in calibration.HARDWARE_POPULATIONS or population == "unstated":
+            continue
+        judged = stacks.judged_by(population, row["kind"])
+        assert judged, row["id"]
+        assert (judged[0] == stacks.DEFAULT) == ((population, row["kind"]) in tuned), row["id"]
+
+
+def test_the_device_prices_as_the_default_stack():
+    from localneuron.runtime.targets import TARGETS
+
+    assert {target.stack for target in TARGETS.values()} == {stacks.DEFAULT}
+    assert target_chip("trn2").stack == stacks.DEFAULT
+    assert target_chip("trn2", 1, "optimum-neuron").stack == "optimum-neuron"
+
+
+def test_an_unknown_stack_is_refused_with_the_list():
+    with pytest.raises(ValueError, match="unknown --stack 'nxd'; choose one of: torchneuron \\(default\\), "):
+        target_chip("trn2", None, "nxd")
+    r = subprocess.run([sys.executable, "-m", "localneuron.cli.main", "estimate", "--hf-config",
+                        str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"), "--mode", "decode", "--tp", "4",
+                        "--stack", "vllm"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "unknown --stack 'vllm'" in r.stderr
+    assert all(name in r.stderr for name in stacks.STACKS)
+
+
+def test_the_stack_named_is_the_stack_priced_and_printed(tmp_path):
+    out = tmp_path / "e.json"
+    command = [sys.executable, "-m", "localneuron.cli.main", "estimate", "--hf-config",
+               str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"), "--mode", "prefill", "--tp", "32",
+               "--target", "trn1", "--input-len", "2048", "--json", str(out)]
+    default = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert default.returncode == 0, default.stderr
+    assert f"stack priced: {stacks.DEFAULT} (" in default.stdout
+    first = json.loads(out.read_text())
+    older = subprocess.run(command + ["--stack", "transformers-neuronx"], capture_output=True, text=True, timeout=300)
+    assert older.returncode == 0, older.stderr
+    assert "stack priced: transformers-neuronx (" in older.stdout
+    second = json.loads(out.read_text())
+    assert second["stack"]["name"] == "transformers-neuronx"
+    expected = stacks.efficiencies("transformers-neuronx", "trn1")
+    assert second["stack"]["efficiencies"] == dataclasses.asdict(expected)
+    if expected != stacks.efficiencies(stacks.DEFAULT, "trn1"):
+        assert second["ttft_s"] != first["ttft_s"]
+
+
+def test_the_estimate_page_names_every_stack_and_bound_the_code_has():
+    page = (ROOT / "docs" / "estimate.md").read_text()
+    section = page[page.index("## The software stack: `--stack`"):page.index("## Three ways to name the model")]
+    named = {line.split("|")[1].strip().split()[0].strip("`") for line in section.splitlines()
+             if line.startswith("| `") and "stands for" not in line}
+    assert named == set(stacks.STACKS) | set(stacks.PARAMETERS)
+    for name, parameter in stacks.PARAMETERS.items():
+        assert f"| `{name}` | {parameter.low:g}-{parameter.high:g}" in section, name
+    assert f"| `{stacks.DEFAULT}` (default) |" in section
+
+
+def test_the_option_help_names_every_stack():
+    r = subprocess.run([sys.executable, "-m", "localneuron.cli.main", "estimate", "--help"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "1000"})   # no line breaks in names
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0 and all(name in text for name in stacks.STACKS)
+    assert f"{stacks.DEFAULT} (the default" in text
