@@ -50,7 +50,8 @@ def add_parser(commands):
     p.add_argument("--zero1", action="store_true", help="shard the optimizer state over the data-parallel ranks")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
     p.add_argument("--weights", choices=("int8", "fp8"),
-                   help="inference: weights stored quantized (weight-only), widened to --dtype to compute")
+                   help="inference: weights stored quantized (weight-only): int8 widened to --dtype on VectorE before "
+                        "TensorE reads it, fp8 read by TensorE as stored")
     p.add_argument("--mode", choices=("train", "prefill", "decode"), help="required except with --script (training)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--global-batch", type=int, help="sequences per optimizer step (default micro-batch x dp)")

@@ -9,6 +9,8 @@ price of a copy (work.price_copy).
 """
 from dataclasses import dataclass
 
+import torch
+
 from localneuron.costmodel import engines, tiles
 from localneuron.costmodel.engines import OpWork, op_work, tensor_bytes
 from localneuron.costmodel.hardware import Chip
@@ -91,6 +93,35 @@ def _fuses(name: str) -> bool:
     return not isinstance(engines.rule(name), (engines.Matmul, engines.Attention))
 
 
+# The dtypes TensorE multiplies as they are, on every generation (source keys as in hardware.py): nc_matmul takes
+# float8_e4m3 / float8_e5m2, bfloat16, float16, tfloat32 and float32 inputs ([isa-2.26] nc_matmul); Trainium publishes
+# cFP8 at its BF16 rate [trainium], and NeuronCore-v3/v4 double it only when both operands are fp8 (nc_matmul's
+# double_row mode), which a bf16 activation times an fp8 weight is not. torch has no float8_e4m3, so float8_e4m3fn
+# stands for the 8-bit float a weight is stored in. No integer type is among them: a matrix stored as int8 must be
+# widened by another engine before TensorE can read it.
+MATMUL_INPUTS = frozenset({torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32})
+# what widening a weight-only quantized matrix is: the multiply by its per-channel scale (widening())
+DEQUANTISE = "aten::mul"
+
+
+def widening(chip: Chip, weight: torch.Tensor, stored: torch.dtype) -> OpWork:
+    """The engine work that makes `weight` (a graph input kept in HBM as `stored`, computed with in weight.dtype)
+    something TensorE can read. No work when TensorE takes `stored` as it is (MATMUL_INPUTS: fp8): the per-channel
+    scale then multiplies the product, one row of the output per channel, in the copy out of PSUM that runs anyway.
+    Otherwise (int8) weight-only dequantisation, real work on an engine: every stored element converted to the
+    compute dtype, multiplied by its output channel's scale and written to SBUF for TensorE. Priced as one VectorE
+    tensor_scalar per tile, the instruction that multiplies by a per-partition operand (the channel on the
+    partition axis) and converts as it reads: one input stream, one element per partition per cycle ([isa-2.26]
+    tensor_scalar; the gen3+ Vector performance mode needs 16-bit float operands, so an int8 source runs without
+    it). ScalarE's activation with a scale operand costs the same cycles per element; the model does not assume
+    the compiler splits the pass between the two engines. That is the multiply it is, so DEQUANTISE's rule prices
+    it: one VectorE pass over the elements, the conversion riding in its read (engines.Conversion)."""
+    if stored in MATMUL_INPUTS:
+        return OpWork()
+    scale = torch.empty((weight.shape[0],) + (1,) * (weight.dim() - 1), dtype=weight.dtype, device="meta")
+    return op_work(chip, DEQUANTISE, [weight, scale], [weight])
+
+
 class _Loop:
     """Consecutive fusible ops of a graph: one loop over row tiles in which VectorE, ScalarE, GpSimd and
     the DMA queues work at once, so the loop costs its busiest engine (or its HBM traffic)."""
@@ -98,11 +129,11 @@ class _Loop:
         self.work, self.memory, self.converts, self.computes = OpWork(), 0.0, OpWork(), False
 
     def add(self, name: str, work: OpWork, memory: float) -> None:
-        conversion = isinstance(engines.rule(name), engines.Conversion)
-        target = self.converts if conversion else self.work
-        for engine, seconds in work.engine_s.items():
-            target.engine_s[engine] += seconds
-        self.computes |= not conversion and work.compute_s > 0
+        if isinstance(engines.rule(name), engines.Conversion):
+            self.converts = _together(self.converts, work)
+        else:
+            self.work = _together(self.work, work)
+            self.computes |= work.compute_s > 0
         self.memory += memory
 
     def close(self, chip: Chip) -> Breakdown:
@@ -120,8 +151,10 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
     its own. A CPU-fallback op splits the graph: it pays the host link for its operands, and the rest
     of the graph one more launch. `descriptor_bytes` names graph inputs whose layout only allows DMA
     descriptors that small (key -> bytes; a KV cache), `stored` those kept narrower in HBM than the
-    graph computes with (key -> stored bytes; weight-only quantized weights, widened as they are read)."""
-    descriptor_bytes = descriptor_bytes or {}
+    graph computes with (key -> stored dtype; weight-only quantized weights): read at their stored size, and
+    widened (widening()) in the unit of the op that reads them, where the compiler pipelines the weights' DMA,
+    their widening and their use tile by tile, so its engines overlap both but it does not vanish."""
+    descriptor_bytes, stored = descriptor_bytes or {}, stored or {}
     total = Breakdown(launches=chip.launch_overhead_s)
     loop = _Loop()
     for op, written, read in hbm_traffic(ops, outputs, stored):
@@ -138,13 +171,24 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
         for key, nbytes in read:
             memory += chip.hbm_transfer_s(nbytes, descriptor_bytes.get(key))
         work = op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs])
+        read_keys = {key for key, _ in read}
+        widened = OpWork()
+        for key, t in op.inputs:
+            if key in read_keys and key in stored:
+                widened = _together(widened, widening(chip, t, stored[key]))
         if _fuses(op.name):
             loop.add(op.name, work, memory)
+            loop.add(DEQUANTISE, widened, 0.0)
             continue
         total += loop.close(chip)
         loop = _Loop()
-        total += _in_graph(chip, work, memory)
+        total += _in_graph(chip, _together(work, widened), memory)
     return total + loop.close(chip)
+
+
+def _together(a: OpWork, b: OpWork) -> OpWork:
+    """Two pieces of engine work done in one unit: each engine is busy for both."""
+    return OpWork({engine: a.engine_s[engine] + b.engine_s[engine] for engine in a.engine_s}, a.flops + b.flops)
 
 
 def hbm_traffic(ops: list[GraphOp], outputs: set, stored: dict | None = None):
@@ -170,7 +214,8 @@ def hbm_traffic(ops: list[GraphOp], outputs: set, stored: dict | None = None):
         for key, t in op.inputs:
             if key not in produced and key not in read:
                 read.add(key)
-                reads.append((key, min(stored.get(key, tensor_bytes(t)), cap)))
+                nbytes = t.numel() * stored[key].itemsize if key in stored else tensor_bytes(t)
+                reads.append((key, min(nbytes, cap)))
         produced.update(key for key, _ in op.outputs)
         yield op, writes, reads
 
@@ -207,10 +252,21 @@ def _destination_bytes(op: GraphOp) -> int:
     return max(t.numel() for t in tensors) * op.outputs[0][1].element_size()
 
 
-def eager_sequence(chip: Chip, ops: list[GraphOp]) -> Breakdown:
-    """The same ops run eagerly, one by one, as the device issues them (eager_issues): what compiling them saves."""
+def eager_sequence(chip: Chip, ops: list[GraphOp], stored: dict | None = None) -> Breakdown:
+    """The same ops run eagerly, one by one, as the device issues them (eager_issues): what compiling them saves.
+    A weight kept narrow in HBM (`stored`, as graph() says) that TensorE cannot read is first widened by an
+    executable of its own, which reads it at its stored size and writes it back widened (widening())."""
+    stored = stored or {}
     total = Breakdown()
+    seen = set()
     for op in ops:
+        for key, t in op.inputs:
+            if key in stored and key not in seen:
+                seen.add(key)
+                work = widening(chip, t, stored[key])
+                if work.compute_s > 0:
+                    narrow = torch.empty(t.shape, dtype=stored[key], device="meta")
+                    total += eager_op(chip, DEQUANTISE, [narrow], [t], work=work)
         for _, _, price in eager_issues(chip, op):
             total += price
     return total

@@ -14,10 +14,9 @@ import torch
 from localneuron.costmodel import collectives
 from localneuron.costmodel.time import Breakdown
 from localneuron.estimate.layout import Layout
-from localneuron.estimate.traced import TracedModule, mean
+from localneuron.estimate.traced import STORED_DTYPES, TracedModule, mean
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
-WEIGHT_BYTES = {"int8": 1, "fp8": 1}             # weight-only quantization: bytes per stored weight
 GRADIENT_BYTES = 4                               # gradients accumulate in fp32 over the micro-batches
 OPTIMIZER_BYTES = {"bf16": 12, "fp32": 8}        # AdamW: fp32 master copy (bf16 only) + two fp32 moments
 # AdamW's update streams every local parameter once: reads gradient, master, moments; writes master,
@@ -56,8 +55,8 @@ class Request:
             raise RequestError(f"--mode must be one of {MODES}, got {self.mode!r}")
         if self.dtype not in DTYPES:
             raise RequestError(f"--dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.weights is not None and self.weights not in WEIGHT_BYTES:
-            raise RequestError(f"--weights must be one of {sorted(WEIGHT_BYTES)}, got {self.weights!r}")
+        if self.weights is not None and self.weights not in STORED_DTYPES:
+            raise RequestError(f"--weights must be one of {sorted(STORED_DTYPES)}, got {self.weights!r}")
         for name, limit in LIMITS.items():
             value = getattr(self, name)
             if value is None:
@@ -77,10 +76,6 @@ class Request:
     def decoding(self) -> "Request":
         """The request a decode step runs: the compiled batch's every slot (the request's own when not given)."""
         return replace(self, batch=self.compiled_batch or self.batch)
-
-    @property
-    def weight_bytes(self) -> int | None:
-        return WEIGHT_BYTES.get(self.weights) if self.mode != "train" else None
 
 
 @dataclass

@@ -105,12 +105,12 @@ def inference_stack(arch: Architecture, layout: Layout, request: Request, new_to
     for kind, count in arch.kinds.items():
         layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", dtype=dtype)
         kinds.append((trace_module(chip, layer, (_empty(b, local, h, dtype=dtype),), (cos, sin, past),
-                                   kv_cache=past or (), weight_bytes=request.weight_bytes), count))
+                                   kv_cache=past or (), weights=request.weights), count))
     traced_embedding = trace_module(chip, _build(EmbeddingShard, arch, tp, sequence_parallel, dtype=dtype),
                                     (_model_input(arch, b, tokens, dtype),))
     # the next token needs the logits of the last position only
     traced_head = trace_module(chip, _build(HeadShard, arch, tp, False, dtype=dtype), (_empty(b, 1, h, dtype=dtype),),
-                               weight_bytes=request.weight_bytes)
+                               weights=request.weights)
     return Stack(kinds, traced_embedding, traced_head, boundary_bytes=b * local * h * dtype.itemsize,
                  model_flops=arch.flops_per_token(context + new_tokens) * b * new_tokens)
 

@@ -14,17 +14,21 @@ from torch.utils._pytree import tree_flatten
 from localneuron.costmodel import stacks
 from localneuron.costmodel import ops as cost_ops
 from localneuron.costmodel.engines import op_work
-from localneuron.costmodel.ops import GraphOp
 from localneuron.costmodel.hardware import Chip
 from localneuron.costmodel.time import Breakdown
-from localneuron.estimate.trace import ISSUED, Trace
+from localneuron.estimate.trace import Trace
+
+
+# the dtype a matrix is stored in under each weight-only quantization format (--weights); what reading and
+# widening it costs is the cost model's (costmodel/ops.py: graph(), widening())
+STORED_DTYPES = {"int8": torch.int8, "fp8": torch.float8_e4m3fn}
 
 
 @dataclass
 class Graphs:
     """The ops of a traced forward and backward, what each must write to HBM, the graph inputs read
     with small DMA descriptors (a KV cache: key -> bytes) and those stored narrower than traced
-    (weight-only quantized weights: key -> stored bytes)."""
+    (weight-only quantized weights: key -> stored dtype)."""
     forward: list
     forward_outputs: set
     backward: list = field(default_factory=list)
@@ -68,7 +72,7 @@ class TracedModule:
                 priced = cost_ops.graph(chip, g.backward, g.backward_outputs, stored=g.stored) if g.backward \
                     else Breakdown()
             else:
-                priced = cost_ops.eager_sequence(chip, g.forward)
+                priced = cost_ops.eager_sequence(chip, g.forward, g.stored)
         self._priced[what] = (key, priced)
         return priced
 
@@ -98,11 +102,11 @@ def kv_cache_descriptor_bytes(cache: torch.Tensor) -> int:
 
 
 def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: tuple = (),
-                 train: bool = False, kv_cache: tuple = (), weight_bytes: int | None = None) -> TracedModule:
+                 train: bool = False, kv_cache: tuple = (), weights: str | None = None) -> TracedModule:
     """`inputs` are the activations the module consumes (their gradients are wanted when training);
     `constants` are shared tensors such as masks and rotary tables, not activations of this module;
     `kv_cache` those of the constants that are a decode cache (read with small descriptors);
-    `weight_bytes`: the bytes per element the module's matrices are stored in (weight-only quantization)."""
+    `weights`: the format the module's matrices are stored in (weight-only quantization, STORED_DTYPES)."""
     module.train(train)
     parameters = list(module.parameters())
     constant_tensors = [t for t in tree_flatten(constants)[0] if isinstance(t, torch.Tensor)]
@@ -112,7 +116,8 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
         fixed = {trace.key(t) for t in parameters + constant_tensors}
         cache_descriptors = {trace.key(t): kv_cache_descriptor_bytes(t) for t in kv_cache if t.dim() >= 3}
         matrices = [p for p in parameters if p.dim() >= 2 and not isinstance(_owner(module, p), torch.nn.Embedding)]
-        stored = {trace.key(p): p.numel() * weight_bytes for p in matrices} if weight_bytes else {}
+        stored_dtype = STORED_DTYPES[weights] if weights else None
+        stored = {trace.key(p): stored_dtype for p in matrices} if stored_dtype else {}
         # inference runs without autograd: nothing is kept for a backward, so nothing extra reaches HBM
         with trace.saving(), torch.set_grad_enabled(train):
             out = module(*inputs, *constants)
@@ -123,12 +128,7 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
             target.backward(torch.empty_like(target))
     saved = {k: b for k, b in trace.saved.items() if k not in fixed}
     forward_ops = trace.ops("forward")
-    # a weight-only quantized matrix is read at its stored size and widened to the compute dtype by
-    # VectorE before TensorE uses it (run eagerly, a conversion the device issues as a copy)
-    widen = [GraphOp("aten::_to_copy", ((key, torch.empty(p.shape, dtype=torch.int8, device="meta")),),
-                     ((-1 - i, torch.empty(p.shape, dtype=p.dtype, device="meta")),), issued=ISSUED["aten::_to_copy"])
-             for i, (key, p) in enumerate((trace.key(p), p) for p in matrices)] if weight_bytes else []
-    graphs = Graphs(widen + forward_ops, set(forward_out) | set(saved), descriptors=cache_descriptors, stored=stored)
+    graphs = Graphs(forward_ops, set(forward_out) | set(saved), descriptors=cache_descriptors, stored=stored)
     if train:
         graphs.backward = trace.ops("backward")
         graphs.backward_outputs = {trace.key(p.grad) for p in parameters if p.grad is not None}
@@ -136,8 +136,8 @@ def trace_module(chip: Chip, module: torch.nn.Module, inputs: tuple, constants: 
     flops = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).flops
                 for op in forward_ops)
     parameter_bytes = sum(p.numel() * p.element_size() for p in parameters)
-    if weight_bytes:
-        parameter_bytes += sum(p.numel() * (weight_bytes - p.element_size()) for p in matrices)
+    if stored_dtype:
+        parameter_bytes += sum(p.numel() * (stored_dtype.itemsize - p.element_size()) for p in matrices)
     constant_bytes = sum(c.numel() * c.element_size() for c in constant_tensors)
     saved_bytes = sum(saved.values())
     return TracedModule(
