@@ -179,8 +179,7 @@ class ScriptTrace(Trace):
         self.parameter_count = 0
         self.optimizer = None
         self.backward_calls = []        # per step
-        self.step_base_bytes = 0        # live device bytes when the priced step began
-        self.resident_bytes = 0         # of them, what the model and optimizer keep: parameters, gradients, state
+        self.step_base = {}             # the storages alive when the priced step began: key -> bytes
         self.training_peak_bytes = 0    # the most live device bytes during its forward and backward
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -265,8 +264,8 @@ class ScriptTrace(Trace):
             raise StopScript()
         if len(self.step_starts) == STEPS:   # the priced step begins: its peak starts from what lives now
             self.release_dead()
-            self.peak_bytes = self.step_base_bytes = self.live_bytes
-            self.resident_bytes = _resident_bytes(optimizer)
+            self.peak_bytes = self.live_bytes
+            self.step_base = {key: nbytes for ref, key, nbytes in self._storages.values() if not ref.expired()}
 
 
 # --- the script's files ---------------------------------------------------------------------------------
@@ -432,23 +431,6 @@ def _register_flex_attention() -> None:
         flex_attention_backward.py_impl(ScriptTrace)(backward)
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t._local_tensor if hasattr(t, "_local_tensor") else t
-
-
-def _resident_bytes(optimizer) -> int:
-    """What a rank keeps between steps: its parameters (its shard of them), their gradients, and the
-    optimizer's state, counted once per storage."""
-    storages = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for t in [p, p.grad, *(v for v in optimizer.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
-                if t is not None and t.device.type == "neuron":
-                    local = _local(t)
-                    storages[local.untyped_storage()._cdata] = local.untyped_storage().nbytes()
-    return sum(storages.values())
-
-
 def _install_hooks(trace: ScriptTrace) -> None:
     resize = torch.UntypedStorage.resize_
 
@@ -563,17 +545,20 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
 
     phases = trace.phases[trace.step_starts[STEPS - 1]:trace.step_starts[STEPS]]
     read_later = [set() for _ in phases]
-    seen = set()
+    read = set()
     for i in range(len(phases) - 1, -1, -1):   # keys each phase's successors read
-        read_later[i] = set(seen)
-        seen.update(key for op in phases[i].ops for key, _ in op.inputs)
+        read_later[i] = set(read)
+        read.update(key for op in phases[i].ops for key, _ in op.inputs)
     total, asynchronous = Breakdown(), 0.0
+    graphs_by_phase = defaultdict(float)
     by_kind = defaultdict(lambda: {"calls": 0, "bytes": 0, "seconds": 0.0, "group_sizes": set()})
     for phase, later in zip(phases, read_later):
         produced = {key for op in phase.ops for key, _ in op.outputs}
         outputs = {key for key in produced if key in later or key in trace.alive_at_end}
         if phase.ops:
-            total += cost_ops.graph(chip, phase.ops, outputs)
+            graph = cost_ops.graph(chip, phase.ops, outputs)
+            total += graph
+            graphs_by_phase[phase.name] += graph.total
         for kind, nbytes, ranks, is_async in phase.collectives:
             seconds = _collective_seconds(chip, kind, nbytes, ranks)
             entry = by_kind[kind]
@@ -588,11 +573,17 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
     # asynchronous collectives (FSDP2's prefetched all-gathers, its reduce-scatters) run under the compute
     total.collectives += max(0.0, asynchronous - (total.compute + total.memory))
     fallbacks = dict(trace.fallback_ops)
-    # the step's peak over what it began with, on top of what the rank keeps between steps (storages the
-    # script's set-up left behind and nothing uses again do not count: a real run's allocator reuses them);
-    # the forward and backward hold the activations, the peak a training step reaches
-    peak = trace.resident_bytes + trace.training_peak_bytes - trace.step_base_bytes
-    return {"step_s": total.total, "breakdown": total.as_dict(), "peak_bytes": peak,
+    # the peak a training step reaches, while its forward and backward hold the activations, of every storage
+    # but those the script's set-up left behind: alive when the step began and still at its end, read by none
+    # of its ops (a real run's allocator reuses them). What the step reads counts, the optimizer's state and
+    # the model's weights alike, also weights an optimizer of fp32 master copies does not hold
+    left_behind = sum(nbytes for key, nbytes in trace.step_base.items()
+                      if key in trace.alive_at_end and key not in read)
+    peak = trace.training_peak_bytes - left_behind
+    # the graphs' seconds by phase (forward, backward, optimizer; collectives not included): what the step's
+    # parts cost, to compare with another source's forward, backward and optimizer step
+    return {"step_s": total.total, "breakdown": total.as_dict(), "graphs_by_phase_s": dict(graphs_by_phase),
+            "peak_bytes": peak,
             "collectives": {k: {**v, "group_sizes": sorted(v["group_sizes"])} for k, v in by_kind.items()},
             "asynchronous_collective_s": asynchronous, "parameters": trace.parameter_count,
             "micro_batches": max(1, trace.backward_calls[STEPS - 1] if len(trace.backward_calls) >= STEPS else 1),
