@@ -39,6 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten, tree_map
 
 from localneuron.estimate.trace import Trace
@@ -187,6 +188,10 @@ class ScriptTrace(Trace):
         flat = tree_flatten((args, kwargs))[0]
         if not _on_device(flat):
             return func(*args, **kwargs)
+        if any(is_traceable_wrapper_subclass(a) for a in flat):
+            # a DTensor (or another wrapper) runs the op as local ops on its shards, which come back here: what
+            # a rank computes is those, not the op at the global shape
+            return NotImplemented
         if any(_real_device_tensor(a) for a in flat):   # made where no mode saw it (inside C++): its shape suffices
             args, kwargs = tree_map(self._as_fake, (args, kwargs))
         if func is torch.ops.aten._local_scalar_dense.default:
