@@ -160,4 +160,4 @@ def _script(args: EstimateOptions, target) -> dict:
         raise ValueError(f"--world-size {world}: {args.nodes} {target.name} instance(s) have "
                          f"{args.nodes * target.cores_per_instance} NeuronCores; give --nodes "
                          f"{-(-world // target.cores_per_instance)} for {world} ranks")
-    return estimate_run.estimate_script(args.script, args.script_args, target, world, args.nodes, args.lnc)
+    return estimate_run.estimate_script(args.script, args.script_args, target, world, args.nodes)

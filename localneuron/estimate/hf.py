@@ -21,6 +21,7 @@ from localneuron.estimate import tensor_parallel
 from localneuron.estimate.architecture import ConfigError, text_config
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.plan import DTYPES, Request, Stack, micro_batches, schedule_inference, schedule_train
+from localneuron.estimate.trace import record_collective
 from localneuron.estimate.traced import EMPTY, difference, trace_module
 
 # config field -> what it counts; each is split over the tensor-parallel ranks (rounded up)
@@ -126,8 +127,7 @@ def rank_config(config, tp: int, layers: int, kind=(None, None)):
 def _model_plan(config, train: bool = False) -> dict:
     """The plan with the names the causal-LM wrapper gives its modules (model.layers..., lm_head). Training
     computes the loss on each rank's slice of the vocabulary (Megatron's vocabulary-parallel cross
-    entropy; its two per-token all-reduces of a max and a sum are too small to model) instead of
-    gathering the logits."""
+    entropy, _Loss) instead of gathering the logits."""
     plan = {f"model.{name}": style for name, style in (getattr(config, "base_model_tp_plan", None) or {}).items()}
     head = "colwise" if train else "colwise_gather_output"
     return {**plan, "lm_head": head, "model.embed_tokens": "embedding_rowwise"} if plan else {}
@@ -143,14 +143,25 @@ def build(config, dtype: torch.dtype) -> nn.Module:
             raise ConfigError(f"transformers builds no causal LM from this config: {error}") from None
 
 
+# Megatron's vocabulary-parallel cross entropy all-reduces three fp32 values per token over the tensor-parallel
+# ranks: the largest logit, the target's logit (on the rank holding it) and the sum of the exponentials
+VOCABULARY_PARALLEL_LOSS_ALL_REDUCES = 3
+
+
 class _Loss(nn.Module):
-    """A training forward: next-token loss on the sequence itself."""
-    def __init__(self, model):
+    """A training forward: next-token loss on the sequence itself; `vocabulary_split`: the head's output is
+    split over the tensor-parallel ranks, so the loss is computed on each rank's slice and its per-token
+    reductions are all-reduced (small, but each pays a collective's latency)."""
+    def __init__(self, model, vocabulary_split: bool):
         super().__init__()
-        self.model = model
+        self.model, self.vocabulary_split = model, vocabulary_split
 
     def forward(self, ids):
-        return self.model(input_ids=ids, labels=ids).loss
+        loss = self.model(input_ids=ids, labels=ids).loss
+        if self.vocabulary_split:
+            for _ in range(VOCABULARY_PARALLEL_LOSS_ALL_REDUCES):
+                record_collective("all_reduce", ids.numel() * torch.float32.itemsize)
+        return loss
 
 
 class _Generate(nn.Module):
@@ -176,12 +187,14 @@ def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: in
     """(traced model of `layers` layers of one kind, its cache's bytes per layer and token)"""
     dtype = DTYPES[request.dtype]
     model = build(rank_config(config, layout.tp, layers, kind), dtype)
-    tensor_parallel.add_collectives(model, _model_plan(config, request.mode == "train"), layout.tp)
+    plan = _model_plan(config, request.mode == "train")
+    tensor_parallel.add_collectives(model, plan, layout.tp)
     if request.mode == "train":
         ids = _ids(request.micro_batch, request.seq)
         if request.recompute == "full":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return trace_module(layout.chip, _Loss(model), (ids,), train=True), 0
+        loss = _Loss(model, vocabulary_split=layout.tp > 1 and bool(plan))
+        return trace_module(layout.chip, loss, (ids,), train=True), 0
     model.eval()
     cache = None
     if context:   # the cache a prefill of `context` tokens leaves behind

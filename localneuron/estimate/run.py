@@ -77,11 +77,11 @@ def estimate_factory(spec: str, chip: Chip, layout: Layout, request: plan.Reques
     return _answer(model, result, chip, layout, request)
 
 
-def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int, lnc: int | None = None) -> dict:
+def estimate_script(script: str, argv: list, chip: Chip, world: int, nodes: int) -> dict:
     """--script: the user's training script, run as a simulated job of `world` ranks (script.py)."""
     from localneuron.estimate import script as script_run
 
-    priced = script_run.estimate(script, argv, chip, world, lnc)
+    priced = script_run.estimate(script, argv, chip, world)
     groups = priced["groups"]
     sizes = {desc.removeprefix("mesh_"): len(ranks) for desc, ranks in groups.items()}
     model = {"model_type": "script", "built_with": f"the script {script} ({world} simulated ranks; ranks "

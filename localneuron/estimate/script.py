@@ -39,6 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten, tree_map
 
 from localneuron.estimate.trace import Trace
@@ -179,8 +180,7 @@ class ScriptTrace(Trace):
         self.parameter_count = 0
         self.optimizer = None
         self.backward_calls = []        # per step
-        self.step_base_bytes = 0        # live device bytes when the priced step began
-        self.resident_bytes = 0         # of them, what the model and optimizer keep: parameters, gradients, state
+        self.step_base = {}             # the storages alive when the priced step began: key -> bytes
         self.training_peak_bytes = 0    # the most live device bytes during its forward and backward
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -188,6 +188,10 @@ class ScriptTrace(Trace):
         flat = tree_flatten((args, kwargs))[0]
         if not _on_device(flat):
             return func(*args, **kwargs)
+        if any(is_traceable_wrapper_subclass(a) for a in flat):
+            # a DTensor (or another wrapper) runs the op as local ops on its shards, which come back here: what
+            # a rank computes is those, not the op at the global shape
+            return NotImplemented
         if any(_real_device_tensor(a) for a in flat):   # made where no mode saw it (inside C++): its shape suffices
             args, kwargs = tree_map(self._as_fake, (args, kwargs))
         if func is torch.ops.aten._local_scalar_dense.default:
@@ -265,8 +269,8 @@ class ScriptTrace(Trace):
             raise StopScript()
         if len(self.step_starts) == STEPS:   # the priced step begins: its peak starts from what lives now
             self.release_dead()
-            self.peak_bytes = self.step_base_bytes = self.live_bytes
-            self.resident_bytes = _resident_bytes(optimizer)
+            self.peak_bytes = self.live_bytes
+            self.step_base = {key: nbytes for ref, key, nbytes in self._storages.values() if not ref.expired()}
 
 
 # --- the script's files ---------------------------------------------------------------------------------
@@ -432,23 +436,6 @@ def _register_flex_attention() -> None:
         flex_attention_backward.py_impl(ScriptTrace)(backward)
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t._local_tensor if hasattr(t, "_local_tensor") else t
-
-
-def _resident_bytes(optimizer) -> int:
-    """What a rank keeps between steps: its parameters (its shard of them), their gradients, and the
-    optimizer's state, counted once per storage."""
-    storages = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for t in [p, p.grad, *(v for v in optimizer.state.get(p, {}).values() if isinstance(v, torch.Tensor))]:
-                if t is not None and t.device.type == "neuron":
-                    local = _local(t)
-                    storages[local.untyped_storage()._cdata] = local.untyped_storage().nbytes()
-    return sum(storages.values())
-
-
 def _install_hooks(trace: ScriptTrace) -> None:
     resize = torch.UntypedStorage.resize_
 
@@ -563,17 +550,20 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
 
     phases = trace.phases[trace.step_starts[STEPS - 1]:trace.step_starts[STEPS]]
     read_later = [set() for _ in phases]
-    seen = set()
+    read = set()
     for i in range(len(phases) - 1, -1, -1):   # keys each phase's successors read
-        read_later[i] = set(seen)
-        seen.update(key for op in phases[i].ops for key, _ in op.inputs)
+        read_later[i] = set(read)
+        read.update(key for op in phases[i].ops for key, _ in op.inputs)
     total, asynchronous = Breakdown(), 0.0
+    graphs_by_phase = defaultdict(float)
     by_kind = defaultdict(lambda: {"calls": 0, "bytes": 0, "seconds": 0.0, "group_sizes": set()})
     for phase, later in zip(phases, read_later):
         produced = {key for op in phase.ops for key, _ in op.outputs}
         outputs = {key for key in produced if key in later or key in trace.alive_at_end}
         if phase.ops:
-            total += cost_ops.graph(chip, phase.ops, outputs)
+            graph = cost_ops.graph(chip, phase.ops, outputs)
+            total += graph
+            graphs_by_phase[phase.name] += graph.total
         for kind, nbytes, ranks, is_async in phase.collectives:
             seconds = _collective_seconds(chip, kind, nbytes, ranks)
             entry = by_kind[kind]
@@ -588,11 +578,17 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
     # asynchronous collectives (FSDP2's prefetched all-gathers, its reduce-scatters) run under the compute
     total.collectives += max(0.0, asynchronous - (total.compute + total.memory))
     fallbacks = dict(trace.fallback_ops)
-    # the step's peak over what it began with, on top of what the rank keeps between steps (storages the
-    # script's set-up left behind and nothing uses again do not count: a real run's allocator reuses them);
-    # the forward and backward hold the activations, the peak a training step reaches
-    peak = trace.resident_bytes + trace.training_peak_bytes - trace.step_base_bytes
-    return {"step_s": total.total, "breakdown": total.as_dict(), "peak_bytes": peak,
+    # the peak a training step reaches, while its forward and backward hold the activations, of every storage
+    # but those the script's set-up left behind: alive when the step began and still at its end, read by none
+    # of its ops (a real run's allocator reuses them). What the step reads counts, the optimizer's state and
+    # the model's weights alike, also weights an optimizer of fp32 master copies does not hold
+    left_behind = sum(nbytes for key, nbytes in trace.step_base.items()
+                      if key in trace.alive_at_end and key not in read)
+    peak = trace.training_peak_bytes - left_behind
+    # the graphs' seconds by phase (forward, backward, optimizer; collectives not included): what the step's
+    # parts cost, to compare with another source's forward, backward and optimizer step
+    return {"step_s": total.total, "breakdown": total.as_dict(), "graphs_by_phase_s": dict(graphs_by_phase),
+            "peak_bytes": peak,
             "collectives": {k: {**v, "group_sizes": sorted(v["group_sizes"])} for k, v in by_kind.items()},
             "asynchronous_collective_s": asynchronous, "parameters": trace.parameter_count,
             "micro_batches": max(1, trace.backward_calls[STEPS - 1] if len(trace.backward_calls) >= STEPS else 1),
@@ -613,14 +609,15 @@ def _groups(trace) -> dict:
 
 # --- the worker and the orchestration ------------------------------------------------------------------
 def worker(argv: list) -> None:
-    """`python -m localneuron.estimate.script --rank R --world N --target T [--lnc L] --out OUT --writes DIR --
+    """`python -m localneuron.estimate.script --rank R --world N --target T --lnc L --stack S --out OUT --writes DIR --
     SCRIPT ARGS`: writes the priced step (or {"error": why the script cannot be priced}) to OUT, nothing
     when the script fails, and exits."""
     parser = argparse.ArgumentParser(prog="localneuron.estimate.script")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--target", required=True)
-    parser.add_argument("--lnc", type=int)
+    parser.add_argument("--lnc", type=int, required=True)
+    parser.add_argument("--stack", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--writes", required=True, help="the private directory the script's writes go to")
     parser.add_argument("script")
@@ -628,7 +625,7 @@ def worker(argv: list) -> None:
     args = parser.parse_args(argv)
     from localneuron.estimate.layout import target_chip
 
-    chip = target_chip(args.target, args.lnc)
+    chip = target_chip(args.target, args.lnc, args.stack)
     result = open(args.out, "w")   # before the script runs: from then on every write outside DIR is the script's
     writes = PrivateWrites(args.writes)
     writes.install()
@@ -649,12 +646,12 @@ def worker(argv: list) -> None:
     os._exit(status)   # without waiting for threads the script started and left running
 
 
-def _run_worker(script: str, argv: list, world: int, rank: int, target: str, lnc, directory: str) -> dict:
+def _run_worker(script: str, argv: list, world: int, rank: int, chip, directory: str) -> dict:
     out = os.path.join(directory, f"rank{rank}.json")
     writes = os.path.join(directory, f"rank{rank}-writes")
     os.mkdir(writes, 0o700)
     command = [sys.executable, "-m", "localneuron.estimate.script", "--rank", str(rank), "--world", str(world),
-               "--target", target, "--out", out, "--writes", writes, *(["--lnc", str(lnc)] if lnc else []),
+               "--target", chip.name, "--lnc", str(chip.lnc), "--stack", chip.stack, "--out", out, "--writes", writes,
                script, *argv]
     # the script's own output stays visible; its temporary files are the dry run's; in a session of its own,
     # so the worker and whatever it starts are stopped together
@@ -700,14 +697,14 @@ def _signals_stop_the_estimate():
             signal.signal(signum, handler)
 
 
-def estimate(script: str, argv: list, chip, world: int, lnc=None) -> dict:
+def estimate(script: str, argv: list, chip, world: int) -> dict:
     """The script priced on `world` ranks: one run per distinct role (pipeline stage)."""
     if not Path(script).is_file():
         raise ValueError(f"--script {script}: no such file")
     with _signals_stop_the_estimate(), tempfile.TemporaryDirectory(prefix="localneuron-estimate-") as directory:
-        first = _run_worker(script, argv, world, 0, chip.name, lnc, directory)
+        first = _run_worker(script, argv, world, 0, chip, directory)
         stages = next((ranks for desc, ranks in first["groups"].items() if desc.endswith("pp")), [0])
-        runs = [first] + [_run_worker(script, argv, world, r, chip.name, lnc, directory) for r in stages if r != 0]
+        runs = [first] + [_run_worker(script, argv, world, r, chip, directory) for r in stages if r != 0]
     slowest = max(runs, key=lambda r: r["step_s"])
     step = dict(slowest["breakdown"])
     if len(stages) > 1:   # 1F1B: the first micro-batches fill the pipeline, the last drain it
