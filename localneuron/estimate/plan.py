@@ -129,11 +129,17 @@ def _stage(stack: Stack, layout: Layout) -> tuple[Breakdown, int, int, int]:
     first, last = layer_pass + _per_pass(layout, stack.first), layer_pass + _per_pass(layout, stack.last)
     count, nbytes = layers_per_stage * layer.parameter_count, layers_per_stage * layer.parameter_bytes
     if layout.pp == 1:
-        return (first + _per_pass(layout, stack.last), count + stack.first.parameter_count + stack.last.parameter_count,
-                nbytes + stack.first.parameter_bytes + stack.last.parameter_bytes, layers_per_stage)
-    stage = max(first, last, key=lambda t: t.total)
-    ends = max((stack.first, stack.last), key=lambda t: t.parameter_count)
-    return stage, count + ends.parameter_count, nbytes + ends.parameter_bytes, layers_per_stage
+        stage = first + _per_pass(layout, stack.last)
+        count += stack.first.parameter_count + stack.last.parameter_count
+        nbytes += stack.first.parameter_bytes + stack.last.parameter_bytes
+    else:
+        stage = max(first, last, key=lambda t: t.total)
+        ends = max((stack.first, stack.last), key=lambda t: t.parameter_count)
+        count, nbytes = count + ends.parameter_count, nbytes + ends.parameter_bytes
+    # the parts were traced (and priced) as graphs of their own, a launch each; the stage runs a micro-batch as
+    # two compiled graphs, its forward and the backward AOTAutograd splits from it
+    stage.launches = 2 * layout.chip.launch_overhead_s
+    return stage, count, nbytes, layers_per_stage
 
 
 def micro_batches(layout: Layout, request: Request) -> tuple[int, int]:
@@ -157,9 +163,10 @@ def schedule_train(stack: Stack, layout: Layout, request: Request) -> dict:
         concurrent = layout.per_instance if across else 1
         stage.collectives += 2 * collectives.send_recv(chip, stack.boundary_bytes, across, concurrent)
     # each micro-batch's backward adds its gradients into the fp32 accumulator instead of writing them:
-    # read and write 4 bytes per parameter instead of writing dtype bytes
+    # read and write 4 bytes per parameter instead of writing dtype bytes; the first has nothing to read yet
     stage.memory += stage_parameters * (2 * GRADIENT_BYTES - dtype.itemsize) / chip.memory_bytes_per_s_per_core
     step = stage.scaled(micro)
+    step.memory -= stage_parameters * GRADIENT_BYTES / chip.memory_bytes_per_s_per_core
     step.pipeline_bubble = (pp - 1) * stage.total
 
     local_optimizer_parameters = stage_parameters / (dp if request.zero1 else 1)

@@ -1,8 +1,9 @@
 """The calibration claims cannot rot: every published row of benchmarks/published-trainium-rows.json is
 estimated again (no timing: the estimates are computed, not measured) and compared with what
 localneuron/estimate/calibration.json and docs/calibration.md say (the trust line every estimate
-prints comes from there). The issue's targets (mean absolute error at most 10% per kind, every row
-within 25%) are asserted as what they are: not met yet on every kind (docs/calibration.md says where)."""
+prints comes from there). The issue's targets (at most 10% per kind on the default stack's rows, 20% over every
+row, no kind biased by more than 5%) are asserted as what they are: not met yet on every kind (docs/calibration.md
+says where)."""
 import json
 import sys
 from pathlib import Path
@@ -84,24 +85,35 @@ def test_every_row_is_scored_or_left_out_with_a_reason(evaluated):
         assert case.scored or len(case.excluded) > 20, case.row["id"]
 
 
-TARGET_MAE, TARGET_ROW = 0.10, 0.25
-
-
-def _target_misses(table, cases) -> list:
-    misses = [f"{k}: {100 * s['mae']:.1f}%" for k, s in table.items() if k[0] != "all" and s["mae"] > TARGET_MAE]
-    misses += [f"{c.row['id']}: {100 * c.error:+.0f}%" for c in cases if c.scored and abs(c.error) > TARGET_ROW]
+def _target_misses(cases) -> list:
+    """The issue's targets (calibration.TARGETS) on the errors in sample (held out needs the cross-validation,
+    minutes; docs/calibration.md states them held out): per model kind, the default stack's rows and every row,
+    and every row's bias."""
+    populations = calibration.population_scores(cases, {})
+    misses = []
+    for (hardware, kind, stack), p in populations.items():
+        if kind not in calibration.METRIC:
+            continue
+        if stack == stacks.DEFAULT and p["mae"] > calibration.TARGETS["default stack"]:
+            misses.append(f"{hardware} {kind} {stack}: {100 * p['mae']:.1f}%")
+        if stack == trust.EVERY_ROW and p["mae"] > calibration.TARGETS["every row"]:
+            misses.append(f"{hardware} {kind} every row: {100 * p['mae']:.1f}%")
+        if stack == trust.EVERY_ROW and abs(p["bias"]) > calibration.TARGETS["bias"]:
+            misses.append(f"{hardware} {kind} bias: {100 * p['bias']:+.1f}%")
     return misses
 
 
 @pytest.mark.xfail(strict=True, reason="the issue's calibration targets are not met on every kind yet: "
-                                       "docs/calibration.md lists the per-kind errors and the rows outside 25%")
+                                       "docs/calibration.md's targets table says where")
 def test_the_calibration_targets(evaluated):
-    cases, table = evaluated
-    assert not _target_misses(table, cases)
+    cases, _ = evaluated
+    assert not _target_misses(cases)
 
 
 def test_the_kinds_that_meet_the_targets_keep_meeting_them(evaluated):
-    # the kinds within the targets when this test was written must stay within them
+    # the default stack's kinds within the target when this test was written must stay within it
     cases, table = evaluated
-    for kind in (("trn1", "decode"), ("trn1", "kernel")):
-        assert table[kind]["mae"] <= TARGET_MAE, (kind, table[kind])
+    populations = calibration.population_scores(cases, {})
+    for kind in (("trn1", "decode"), ("trn1", "train")):
+        assert populations[(*kind, stacks.DEFAULT)]["mae"] <= calibration.TARGETS["default stack"], kind
+    assert table[("trn1", "kernel")]["mae"] <= calibration.TARGETS["default stack"]
