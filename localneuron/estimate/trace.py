@@ -17,6 +17,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from localneuron.costmodel.ops import EXECUTABLE, GraphOp
 from localneuron.ops import tracking
+from localneuron.ops.arguments import bind, mutated_argument_names, per_schema, positions
 from localneuron.ops.op_records import names_with
 from localneuron.ops.policy import classify
 
@@ -26,6 +27,13 @@ _active: list["Trace"] = []
 # runs on the output (aten::zeros: aten::zero_), from the op records' `issued` field (op_records.py says why each;
 # costmodel/ops.eager_issues prices it); every other op issues its executable.
 ISSUED = names_with("issued")
+
+# What an op reads and writes, the one rule (_operands): every argument it writes is one of its results, though it
+# returns none (the optimizers' in-place _foreach_ ops), so a compiled graph writes it to HBM once. It reads that
+# argument too (mul_ and _foreach_addcdiv_ compute from it) unless it overwrites it whole: an out= destination, and
+# the written arguments of the ops whose records say `overwrites` (a copy's destination, a fill's target), as a
+# graph does not read from HBM what it only overwrites (bf16 weights refreshed from fp32 master copies).
+OVERWRITE_WHOLE = frozenset(names_with("overwrites"))
 
 
 @dataclass
@@ -126,7 +134,8 @@ class Trace(TorchDispatchMode):
         if func.namespace == "prim":   # tensor metadata queries, not ops
             return func(*args, **kwargs)
         kind, _ = classify(func, args, kwargs)
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        on_host = kind == tracking.FALLBACK
+        inputs, written = _operands(func, args, kwargs, on_host)
         input_keys = [self.key(t) for t in inputs]
         out = func(*args, **kwargs)
         self.kinds[kind] += 1
@@ -137,8 +146,9 @@ class Trace(TorchDispatchMode):
             self.fallback_ops[name] += 1
         elif kind == tracking.NATIVE_32BIT:
             self.computed_in_32bit[name] += 1
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        self.record(name, inputs, outputs, on_host=kind == tracking.FALLBACK, input_keys=input_keys)
+        returned = _tensors(out)
+        outputs = returned + [t for t in written if not any(t is r for r in returned)]
+        self.record(name, inputs, outputs, on_host=on_host, input_keys=input_keys)
         return out
 
     def record(self, name: str, inputs: list, outputs: list, on_host: bool = False, input_keys=None) -> None:
@@ -148,6 +158,29 @@ class Trace(TorchDispatchMode):
         self.phase.ops.append(GraphOp(
             name, tuple(zip(input_keys, map(_shape_only, inputs))), tuple(zip(output_keys, map(_shape_only, outputs))),
             on_host=on_host, issued=ISSUED.get(name, EXECUTABLE)))
+
+
+def _tensors(value) -> list:
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+@per_schema
+def _overwritten_argument_names(schema) -> frozenset:
+    """The arguments the op writes without reading them (OVERWRITE_WHOLE says which)."""
+    whole = mutated_argument_names(schema) if schema.name in OVERWRITE_WHOLE else ()
+    return frozenset(whole) | {a.name for a in schema.arguments if a.is_out}
+
+
+def _operands(func, args, kwargs, on_host: bool) -> tuple[list, list]:
+    """(the tensors the op reads, in argument order; those it writes), from its schema, by OVERWRITE_WHOLE's rule. A
+    CPU fallback copies every argument to the host, so there each is read."""
+    schema = func._schema
+    bound = bind(schema, args, kwargs)
+    written = _tensors([bound[name] for name in mutated_argument_names(schema) if name in bound])
+    skipped = frozenset() if on_host else _overwritten_argument_names(schema)
+    read = ([a for name, a in zip(positions(schema), args) if name not in skipped],
+            {name: v for name, v in kwargs.items() if name not in skipped})
+    return _tensors(read), written
 
 
 def _shape_only(t: torch.Tensor) -> torch.Tensor:

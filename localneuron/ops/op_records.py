@@ -18,6 +18,8 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               (host_kernel_fixes.py)
     unsupported  the error for a feature Neuron does not have (features.py)
     writes    arguments the op updates although its schema does not mark them written
+    overwrites  the arguments it writes take values that do not depend on what they held (a copy's
+              destination, a fill's target): estimate/trace.py does not count them as read
     cost      the cost model's rule for its engine work (localneuron/costmodel/engines.py holds the
               formulas; this table is handed down to it): Matmul, Attention, Rows, Elementwise,
               REDUCTION, MOVEMENT, FREE; none: element-wise VectorE work
@@ -161,6 +163,7 @@ class Record:
     quirk: HostKernelFix | None = None
     unsupported: str | None = None
     writes: tuple[str, ...] = ()
+    overwrites: bool = False
     cost: object = None
     shape_from_float_or_string: str = ""
     shape_from_scalars: str = ""
@@ -243,7 +246,7 @@ OPS = {
     "aten::_foreach_clamp_min_": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_clone": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_copy": Record(run=WHOLE, why=FOREACH),
-    "aten::_foreach_copy_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_copy_": Record(run=WHOLE, why=FOREACH, overwrites=True),
     "aten::_foreach_cos": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_cos_": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_cosh": Record(run=WHOLE, why=FOREACH),
@@ -313,7 +316,7 @@ OPS = {
     "aten::_foreach_trunc": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_trunc_": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_zero": Record(run=WHOLE, why=FOREACH),
-    "aten::_foreach_zero_": Record(run=WHOLE, why=FOREACH),
+    "aten::_foreach_zero_": Record(run=WHOLE, why=FOREACH, overwrites=True),
     "aten::_fused_adamw_": Record(NATIVE),
     "aten::_fused_rms_norm": Record(NATIVE, cost=Rows(vector=2, scalar=1)),
     "aten::_fused_rms_norm_backward": Record(NATIVE, cost=Rows(vector=5)),
@@ -421,7 +424,7 @@ OPS = {
     "aten::contiguous": Record(NATIVE, why=DOCS_ONLY, cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
     "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable", cost=Matmul("convolution_backward")),
-    "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY),
+    "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY, overwrites=True),
     "aten::cos": Record(NATIVE, cost=SCALAR_PASS),
     "aten::cumsum": Record(NATIVE, cost=REDUCTION),
     "aten::detach": Record(cost=FREE, healthy_read=READS_ITS_INPUT),
@@ -447,7 +450,7 @@ OPS = {
     "aten::expm1": Record(cost=SCALAR_PASS),
     "aten::exponential_": Record(CPU_FALLBACK, why=RNG),
     "aten::eye": Record(NATIVE),
-    "aten::fill_": Record(NATIVE, cost=MEMSET),
+    "aten::fill_": Record(NATIVE, cost=MEMSET, overwrites=True),
     "aten::flip": Record(NATIVE, cost=MOVEMENT),
     "aten::floor_divide": Record(NATIVE),
     "aten::full": Record(NATIVE, cost=FREE, issued=FILLED),
@@ -683,7 +686,7 @@ OPS = {
     "aten::var_mean": Record(cost=REDUCTION),
     "aten::view": Record(NATIVE, healthy_read=READS_ITS_INPUT),
     "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),), healthy_read=READS_SELECTED),
-    "aten::zero_": Record(NATIVE, cost=MEMSET),
+    "aten::zero_": Record(NATIVE, cost=MEMSET, overwrites=True),
     "aten::zeros": Record(NATIVE, cost=FREE, issued=ZEROED),
     "aten::zeros_like": Record(cost=FREE, issued=ZEROED),
     "_c10d_functional::_wrap_tensor_autograd": Record(

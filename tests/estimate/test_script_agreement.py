@@ -11,10 +11,10 @@ traffic per parameter, not 30, and would be a different run.
 
 It is compared with `--as-written` (the model transformers builds, run by its own code: the attention path the
 script runs) with its default `--recompute none`, as the script recomputes nothing; one micro-batch of 512
-tokens, dp 1. Measured: 4.4% apart on trn1, 4.3% on trn2, 1.9% with tp 2 on trn2, `--hf-config` the slower: it
+tokens, dp 1. Measured: 7.6% apart on trn1, 7.0% on trn2, 3.9% with tp 2 on trn2, `--hf-config` the slower: it
 charges the first micro-batch's fp32 accumulation as a read and a write of the accumulator outside the backward
-graph, where the script's first backward writes the fp32 gradient inside its compiled graph; the script's
-optimizer graph reads the bf16 weights copy_ overwrites (2 bytes per parameter), which narrows the gap.
+graph, where the script's first backward writes the fp32 gradient inside its compiled graph. The optimizer steps
+cost the same: the script's graph writes the bf16 weights copy_ refreshes without reading them.
 """
 import json
 from pathlib import Path
@@ -64,12 +64,11 @@ def test_the_step_agrees_term_by_term_forward_backward_collectives_and_optimizer
     traced_passes = sum((part.forward + part.backward).total * n for part, n in parts)
     assert graphs["forward"] + graphs["backward"] == pytest.approx(traced_passes, rel=0.05)
     assert script["breakdown"]["collectives"] == pytest.approx(as_written["breakdown"]["collectives"], rel=0.05)
-    # AdamW over fp32 master weights streams 30 bytes per parameter through HBM (the schedule's term). The
-    # script's graph costs at least that; it is up to 7% dearer, as the trace lists the bf16 weights copy_
-    # overwrites among its inputs, so the graph also reads them (2 bytes per parameter)
+    # AdamW over fp32 master weights streams 30 bytes per parameter through HBM (the schedule's term), and so does
+    # the script's graph: the bf16 weights copy_ overwrites are written (2 bytes per parameter), not read
     adamw_s = plan.OPTIMIZER_STEP_BYTES["bf16"] * rank_parameters / chip.memory_bytes_per_s_per_core + \
         chip.launch_overhead_s
-    assert adamw_s <= graphs["optimizer"] <= 1.07 * adamw_s
+    assert graphs["optimizer"] == pytest.approx(adamw_s, rel=0.01)
 
 
 def test_the_script_peak_holds_what_the_config_path_counts_but_whole_fp32_gradients(priced):
