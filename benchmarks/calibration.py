@@ -516,8 +516,8 @@ TARGETS = {"default stack": 0.10, "every row": 0.20, "bias": 0.05}
 
 def _target_lines(populations: dict) -> list[str]:
     """Each model kind against TARGETS, on the held-out errors (nothing when they were not computed)."""
-    def verdict(value, limit):
-        return "" if value is None else f"{100 * value:+.1f}% {'met' if abs(value) <= limit else 'NOT met'}"
+    def verdict(value, limit, signed=False):
+        return "" if value is None else f"{_percent(value, signed)} {'met' if abs(value) <= limit else 'NOT met'}"
 
     lines = []
     for (hardware, kind, stack), every in populations.items():
@@ -527,7 +527,7 @@ def _target_lines(populations: dict) -> list[str]:
         lines.append(f"| {hardware} | {KIND_NAMES[kind]} | "
                      f"{verdict(default.get('held_out_mae'), TARGETS['default stack']) or 'no row'} | "
                      f"{verdict(every['held_out_mae'], TARGETS['every row'])} | "
-                     f"{verdict(every['held_out_bias'], TARGETS['bias'])} |")
+                     f"{verdict(every['held_out_bias'], TARGETS['bias'], signed=True)} |")
     if not lines:
         return []
     return ["## Targets, on configurations left out of the fit", "",

@@ -149,9 +149,13 @@ def _passes(rule) -> list[tuple[str, float]]:
 
 def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
     """Engine time of one op on one logical core of `chip` (LNC physical cores share the work)."""
+    return rule_work(chip, _rules.get(name), inputs, outputs)
+
+
+def rule_work(chip: Chip, rule, inputs: list, outputs: list) -> OpWork:
+    """Engine time on one logical core of `chip` of work priced by `rule` (None: element-wise VectorE work)."""
     core = chip.core
     work = OpWork()
-    rule = _rules.get(name)
     if isinstance(rule, (Free, Movement)):
         return work
     cycles = dict.fromkeys(ENGINES, 0.0)

@@ -100,8 +100,9 @@ def _fuses(name: str) -> bool:
 # stands for the 8-bit float a weight is stored in. No integer type is among them: a matrix stored as int8 must be
 # widened by another engine before TensorE can read it.
 MATMUL_INPUTS = frozenset({torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float16, torch.float32})
-# what widening a weight-only quantized matrix is: the multiply by its per-channel scale (widening())
-DEQUANTISE = "aten::mul"
+# what widening a weight-only quantized matrix is: one VectorE pass over its elements, the multiply by its
+# per-channel scale converting as it reads (widening())
+DEQUANTISE = engines.Elementwise(vector=1)
 
 
 def widening(chip: Chip, weight: torch.Tensor, stored: torch.dtype) -> OpWork:
@@ -114,12 +115,11 @@ def widening(chip: Chip, weight: torch.Tensor, stored: torch.dtype) -> OpWork:
     partition axis) and converts as it reads: one input stream, one element per partition per cycle ([isa-2.26]
     tensor_scalar; the gen3+ Vector performance mode needs 16-bit float operands, so an int8 source runs without
     it). ScalarE's activation with a scale operand costs the same cycles per element; the model does not assume
-    the compiler splits the pass between the two engines. That is the multiply it is, so DEQUANTISE's rule prices
-    it: one VectorE pass over the elements, the conversion riding in its read (engines.Conversion)."""
+    the compiler splits the pass between the two engines. DEQUANTISE is that pass: one VectorE pass over the
+    elements, the conversion riding in its read."""
     if stored in MATMUL_INPUTS:
         return OpWork()
-    scale = torch.empty((weight.shape[0],) + (1,) * (weight.dim() - 1), dtype=weight.dtype, device="meta")
-    return op_work(chip, DEQUANTISE, [weight, scale], [weight])
+    return engines.rule_work(chip, DEQUANTISE, [weight], [weight])
 
 
 class _Loop:
@@ -128,8 +128,9 @@ class _Loop:
     def __init__(self):
         self.work, self.memory, self.converts, self.computes = OpWork(), 0.0, OpWork(), False
 
-    def add(self, name: str, work: OpWork, memory: float) -> None:
-        if isinstance(engines.rule(name), engines.Conversion):
+    def add(self, rule, work: OpWork, memory: float) -> None:
+        """Work priced by `rule` (an op's engines.rule) joins the loop."""
+        if isinstance(rule, engines.Conversion):
             self.converts = _together(self.converts, work)
         else:
             self.work = _together(self.work, work)
@@ -177,7 +178,7 @@ def graph(chip: Chip, ops: list[GraphOp], outputs: set, descriptor_bytes: dict |
             if key in read_keys and key in stored:
                 widened = _together(widened, widening(chip, t, stored[key]))
         if _fuses(op.name):
-            loop.add(op.name, work, memory)
+            loop.add(engines.rule(op.name), work, memory)
             loop.add(DEQUANTISE, widened, 0.0)
             continue
         total += loop.close(chip)
@@ -266,7 +267,7 @@ def eager_sequence(chip: Chip, ops: list[GraphOp], stored: dict | None = None) -
                 work = widening(chip, t, stored[key])
                 if work.compute_s > 0:
                     narrow = torch.empty(t.shape, dtype=stored[key], device="meta")
-                    total += eager_op(chip, DEQUANTISE, [narrow], [t], work=work)
+                    total += launched(chip, moved_bytes([narrow], [t]), work.compute_s)
         for _, _, price in eager_issues(chip, op):
             total += price
     return total

@@ -84,9 +84,9 @@ def test_bf16_weights_are_read_as_traced_and_never_widened(trn1_decodes):
 
 def test_run_eagerly_an_int8_matrix_is_widened_by_an_executable_of_its_own(trn1_decodes):
     bf16, int8 = trn1_decodes[None], trn1_decodes["int8"]
-    widen = ops.eager_op(TRN1, ops.DEQUANTISE, [torch.empty(SIDE, SIDE, dtype=torch.int8, device="meta")],
-                         [torch.empty(SIDE, SIDE, dtype=torch.bfloat16, device="meta")],
-                         work=ops.widening(TRN1, torch.empty(SIDE, SIDE, dtype=torch.bfloat16, device="meta"), torch.int8))
+    narrow = torch.empty(SIDE, SIDE, dtype=torch.int8, device="meta")
+    wide = torch.empty(SIDE, SIDE, dtype=torch.bfloat16, device="meta")
+    widen = ops.launched(TRN1, ops.moved_bytes([narrow], [wide]), ops.widening(TRN1, wide, torch.int8).compute_s)
     assert int8.eager_forward.total == pytest.approx(bf16.eager_forward.total + widen.total)
 
 
