@@ -23,4 +23,5 @@ from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distribut
 from torch_neuronx import memory  # noqa: F401,E402
 from torch_neuronx import neuron  # noqa: F401,E402
 from torch_neuronx import profiling  # noqa: F401,E402
+from torch_neuronx import utils  # noqa: F401,E402  (the configuration questions TorchNeuron's tests ask)
 from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (TorchNeuron's top-level name)
