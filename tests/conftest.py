@@ -81,6 +81,7 @@ DEVICE_FREE = {
     "project/": "checks of the repository's own sources (the environment table, the import layers)",
     "estimate/test_calibration.py": "re-estimates the published rows with the cost model's recipe path",
     "execution/test_queue_signals.py": "the queue workers' signal masks, read in fresh interpreters that set the mode",
+    "device/test_torch_neuronx_utils.py": "torch_neuronx.utils read in fresh interpreters that set the mode",
     "nki/test_nki_capacity.py": "NKI kernels on the simulator's numpy memories",
     "nki/test_nki_constraints.py": "NKI kernels on the simulator's numpy memories",
     "nki/test_nki_cycle_model.py": "the NKI cycle model",

@@ -31,7 +31,7 @@ CONFIG, SCRIPT = DATA / "small_llama.json", DATA / "train_hf_llama.py"
 SEQ = 512
 
 
-@pytest.fixture(scope="module", params=[("trn1", 1), ("trn2", 1), ("trn2", 2)], ids=lambda p: f"{p[0]}-tp{p[1]}")
+@pytest.fixture(scope="module", params=[("trn1", 1), ("trn2", 2)], ids=lambda p: f"{p[0]}-tp{p[1]}")
 def priced(request):
     """(chip, the --script answer, the --hf-config --as-written answer, the as-written model's traced parts as
     (part, repeats), one rank's parameters): the script launched on `tp` ranks, the config priced with --tp"""
@@ -86,6 +86,8 @@ def test_the_script_is_priced_as_the_stack_named(priced):
     from localneuron.costmodel import stacks
 
     chip, script, *_ = priced
+    if script["layout"]["world"] > 1:
+        pytest.skip("one layout shows the stack reaching the ranks; a second dry run per layout adds nothing")
     expected = stacks.efficiencies("hf-torch-neuronx", chip.name)
     assert expected.matmul < stacks.efficiencies(stacks.DEFAULT, chip.name).matmul, "pick a slower stack"
     world = script["layout"]["world"]
