@@ -4,8 +4,6 @@ moves the one term it stands for, the fitted table stays inside its bounds and n
 an unknown stack is refused with the list, and the device prices its work as the default stack does."""
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -117,34 +115,39 @@ def test_the_device_prices_as_the_default_stack():
     assert target_chip("trn2", 1, "optimum-neuron").stack == "optimum-neuron"
 
 
-def test_an_unknown_stack_is_refused_with_the_list():
+def localneuron(*argv) -> int:
+    """The command line, in this process (a fresh interpreter per call adds seconds and nothing the CLI tests in
+    tests/estimate/test_estimate.py do not already cover)."""
+    from localneuron.cli.main import main
+
+    return main(list(argv))
+
+
+def test_an_unknown_stack_is_refused_with_the_list(capsys):
     with pytest.raises(ValueError, match="unknown --stack 'nxd'; choose one of: torchneuron \\(default\\), "):
         target_chip("trn2", None, "nxd")
-    r = subprocess.run([sys.executable, "-m", "localneuron.cli.main", "estimate", "--hf-config",
-                        str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"), "--mode", "decode", "--tp", "4",
-                        "--stack", "vllm"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "unknown --stack 'vllm'" in r.stderr
-    assert all(name in r.stderr for name in stacks.STACKS)
+    status = localneuron("estimate", "--hf-config", str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"),
+                         "--mode", "decode", "--tp", "4", "--stack", "vllm")
+    said = capsys.readouterr().err
+    assert status == 2 and "unknown --stack 'vllm'" in said
+    assert all(name in said for name in stacks.STACKS)
 
 
-def test_the_stack_named_is_the_stack_priced_and_printed(tmp_path):
+def test_the_stack_named_is_the_stack_priced_and_printed(tmp_path, capsys):
+    expected = stacks.efficiencies("transformers-neuronx", "trn1")
+    assert expected != stacks.efficiencies(stacks.DEFAULT, "trn1"), "pick a stack whose efficiencies differ"
     out = tmp_path / "e.json"
-    command = [sys.executable, "-m", "localneuron.cli.main", "estimate", "--hf-config",
-               str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"), "--mode", "prefill", "--tp", "32",
-               "--target", "trn1", "--input-len", "2048", "--json", str(out)]
-    default = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert default.returncode == 0, default.stderr
-    assert f"stack priced: {stacks.DEFAULT} (" in default.stdout
+    command = ["estimate", "--hf-config", str(ROOT / "benchmarks" / "configs" / "llama-3-8b.json"), "--mode",
+               "prefill", "--tp", "32", "--target", "trn1", "--input-len", "2048", "--json", str(out)]
+    assert localneuron(*command) == 0
+    assert f"stack priced: {stacks.DEFAULT} (" in capsys.readouterr().out
     first = json.loads(out.read_text())
-    older = subprocess.run(command + ["--stack", "transformers-neuronx"], capture_output=True, text=True, timeout=300)
-    assert older.returncode == 0, older.stderr
-    assert "stack priced: transformers-neuronx (" in older.stdout
+    assert localneuron(*command, "--stack", "transformers-neuronx") == 0
+    assert "stack priced: transformers-neuronx (" in capsys.readouterr().out
     second = json.loads(out.read_text())
     assert second["stack"]["name"] == "transformers-neuronx"
-    expected = stacks.efficiencies("transformers-neuronx", "trn1")
     assert second["stack"]["efficiencies"] == dataclasses.asdict(expected)
-    if expected != stacks.efficiencies(stacks.DEFAULT, "trn1"):
-        assert second["ttft_s"] != first["ttft_s"]
+    assert second["ttft_s"] != first["ttft_s"]
 
 
 def test_the_estimate_page_names_every_stack_and_bound_the_code_has():
@@ -158,9 +161,10 @@ def test_the_estimate_page_names_every_stack_and_bound_the_code_has():
     assert f"| `{stacks.DEFAULT}` (default) |" in section
 
 
-def test_the_option_help_names_every_stack():
-    r = subprocess.run([sys.executable, "-m", "localneuron.cli.main", "estimate", "--help"], capture_output=True,
-                       text=True, timeout=120, env={**os.environ, "COLUMNS": "1000"})   # no line breaks in names
-    text = " ".join(r.stdout.split())
-    assert r.returncode == 0 and all(name in text for name in stacks.STACKS)
+def test_the_option_help_names_every_stack(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")   # no line breaks inside the names
+    with pytest.raises(SystemExit) as stopped:
+        localneuron("estimate", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert stopped.value.code == 0 and all(name in text for name in stacks.STACKS)
     assert f"{stacks.DEFAULT} (the default" in text
