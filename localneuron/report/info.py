@@ -38,6 +38,7 @@ def info() -> int:
         print(f"simulated target: {t.name} (NeuronCore {t.nc_version}), LOCALNEURON_TARGET to change")
         print(f"visible NeuronCores: {len(config.visible_cores)} {list(config.visible_cores)}")
         print(f"HBM per NeuronCore: {bytes_text(config.hbm_bytes_per_core)}")
+        print(f"device times priced as the {t.stack} stack (localneuron estimate --stack prices others)")
         print(f"device module: torch.neuron (available: {torch.neuron.is_available()})")
     print(f"compile cache: {environment.read('TORCH_NEURONX_NEFF_CACHE_DIR')}")
     print(f"compile artifacts: {environment.read('TORCH_NEURONX_DEBUG_DIR')}")

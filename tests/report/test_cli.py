@@ -65,6 +65,7 @@ def test_info():
     r = localneuron("info")
     assert r.returncode == 0, r.stderr
     assert "simulated target: trn2" in r.stdout and "visible NeuronCores: 4" in r.stdout
+    assert "device times priced as the torchneuron stack" in r.stdout
     assert "HBM per NeuronCore: 24.00 GiB" in r.stdout and "compile cache:" in r.stdout
 
 
