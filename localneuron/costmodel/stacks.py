@@ -94,7 +94,7 @@ def judged_by(population: str, kind: str) -> list[str]:
 
 
 _fitted = fitted_table.EFFICIENCIES
-_resolved: dict = {}
+_resolved: dict = {}   # (stack, generation) -> Efficiencies, and None -> values(): both cleared when the table changes
 
 
 def _nearest(generation: str) -> list[str]:
@@ -123,9 +123,11 @@ def efficiencies(stack: str, generation: str) -> Efficiencies:
 
 
 def values() -> tuple:
-    """The fitted table as it stands (what a priced result depends on: a cache key)."""
-    return tuple(sorted((s, g, p, v) for s, per in _fitted.items() for g, fitted in per.items()
-                        for p, v in fitted.items() if p in PARAMETERS))
+    """The fitted table as it stands (what a priced result depends on: a cache key, asked at every price)."""
+    if None not in _resolved:
+        _resolved[None] = tuple(sorted((s, g, p, v) for s, per in _fitted.items() for g, fitted in per.items()
+                                       for p, v in fitted.items() if p in PARAMETERS))
+    return _resolved[None]
 
 
 @contextlib.contextmanager
