@@ -5,7 +5,9 @@
 # the same), the tests whose behaviour depends on the mode: device/, execution/, ops/, compile/, distributed/ and
 # profiler/. The rest runs once; tests/conftest.py lists it with the reason per folder or file (DEVICE_FREE:
 # no device op, checked; ABOVE_THE_QUEUE: ordinary device ops the layers below test in both modes).
-# Each pass runs its tests in two processes, one per core (pytest-xdist; `-n 0` among the arguments runs one).
+# Each pass runs its tests in two processes, one per core (pytest-xdist; `-n 0` among the arguments runs one); with
+# --dist loadgroup the tests of a file that share a module-scoped fixture stay in one of them (tests/conftest.py), so
+# the fixture is built once.
 # The passes run one after the other.
 # Arguments go to both passes; without arguments, the integration extras that need their own environment run
 # after them: their environments one after the other, then their tests side by side, since neither fills two cores
@@ -38,8 +40,8 @@ phase() {  # NAME COMMAND...: runs it, keeps a failure's status, prints how long
 }
 phase setup bash scripts/setup.sh
 [[ $status -eq 0 ]] || exit "$status"
-phase asynchronous python3 -m pytest -q -ra -n 2 tests "$@"
-phase blocking env NEURON_LAUNCH_BLOCKING=1 python3 -m pytest -q -ra -n 2 tests -m "not slow and not mode_independent" "$@"
+phase asynchronous python3 -m pytest -q -ra -n 2 --dist loadgroup tests "$@"
+phase blocking env NEURON_LAUNCH_BLOCKING=1 python3 -m pytest -q -ra -n 2 --dist loadgroup tests -m "not slow and not mode_independent" "$@"
 # extra -> its pytest arguments (each extra has a virtual environment of its own: scripts/extra_env.sh)
 declare -A EXTRA_TESTS=(
   [titan]="tests/integrations/test_torchtitan_recipe.py"

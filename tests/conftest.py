@@ -105,6 +105,11 @@ ABOVE_THE_QUEUE = {
     "nki/": "an nki_op kernel is one device op to the queue; the kernel itself runs on the simulator",
     "integrations/": "Hugging Face, vLLM and TorchTitan adapters: device placement, memory budgets, weight loading",
     "sweeps/": "op-by-op results against the CPU: the host kernel an op runs is the same in both modes",
+    "distributed/test_distributed_parallelism.py::test_compiled_": "compiled graphs on ranks: in blocking mode no "
+                                                                      "collective is still in flight when a graph "
+                                                                      "launches, which is what these tests add to the "
+                                                                      "eager ranks here and to test_compile_*'s "
+                                                                      "launches, both of which run in both modes",
     "profiler/test_source_line_time.py": "the time by source line, credited from each op's priced record when it "
                                          "is issued (runtime/line_time.py), before the queue: the same in both modes",
     "report/": "the portability report and its output files, built from counters both modes keep alike",
@@ -114,18 +119,37 @@ MODE_INDEPENDENT = {**ABOVE_THE_QUEUE, **DEVICE_FREE}
 
 
 def _matching(table: dict, item) -> str | None:
+    """The entry that names the item: a folder, a file, or a file's tests by the start of their name (file::prefix)."""
     relative = os.path.relpath(str(item.fspath), os.path.dirname(os.path.abspath(__file__))).replace(os.sep, "/")
-    return next((prefix for prefix in table if relative.startswith(prefix)), None)
+    return next((prefix for prefix in table if f"{relative}::{item.name}".startswith(prefix)), None)
 
 
+def _shares_a_module_fixture(item) -> bool:
+    """Whether the test uses a module-scoped fixture: scripts/test.sh runs with --dist loadgroup, and such a file's
+    tests are one group, so the fixture (a sweep, a calibration, runs of a script on ranks) is built by one worker
+    instead of by each worker that gets one of the tests."""
+    return any(definition.scope == "module"
+               for definitions in item._fixtureinfo.name2fixturedefs.values() for definition in definitions)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups
 def pytest_collection_modifyitems(items):
     here = os.path.dirname(os.path.abspath(__file__))
-    stale = [prefix for prefix in MODE_INDEPENDENT if not os.path.exists(os.path.join(here, prefix))]
+    stale = [prefix for prefix in MODE_INDEPENDENT if not os.path.exists(os.path.join(here, prefix.split("::")[0]))]
+    matched = set()
+    for item in items:
+        entry = _matching(MODE_INDEPENDENT, item)
+        if entry is not None:
+            item.add_marker(pytest.mark.mode_independent)
+            matched.add(entry)
+        if not item.get_closest_marker("xdist_group") and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(os.path.relpath(str(item.fspath), here)))
+    # an entry naming tests by name must name some whenever its file was collected
+    collected = {os.path.relpath(str(item.fspath), here).replace(os.sep, "/") for item in items}
+    stale += [prefix for prefix in MODE_INDEPENDENT
+              if "::" in prefix and prefix.split("::")[0] in collected and prefix not in matched]
     if stale:
         raise pytest.UsageError(f"tests/conftest.py names tests that do not exist: {stale}")
-    for item in items:
-        if _matching(MODE_INDEPENDENT, item) is not None:
-            item.add_marker(pytest.mark.mode_independent)
 
 
 def _deselects_mode_independent(config) -> bool:

@@ -98,12 +98,13 @@ def test_torch_neuronx_exposes_public_names():
 
 
 def test_interpreter_exit_after_a_device_backward_is_clean():
-    # Without draining the autograd device threads at exit this aborted in about 40% of runs here.
+    # Without draining the autograd device threads at exit this aborted in about 40% of runs here: three runs in each
+    # of CI's two passes (this folder runs in both modes) miss that with a chance of 0.6**6, under 5%.
     code = ("import torch\n"
             "x = torch.randn(3, requires_grad=True)\n"
             "x.to('neuron').sum().backward()\n"
             "print(x.grad.tolist())\n")
-    for _ in range(6):
+    for _ in range(3):
         r = run_python(code)
         assert r.returncode == 0 and r.stdout.strip() == "[1.0, 1.0, 1.0]", (r.returncode, r.stderr[-300:])
 

@@ -80,14 +80,16 @@ def test_ranks_fill_instances_in_turn_and_the_last_holds_the_remainder():
     (["--nodes", "-1"], "--nodes must be a positive integer"),
     (["--nodes", "70000"], "more instances than any cluster has"),
 ])
-def test_a_script_job_of_no_ranks_or_of_more_instances_than_exist_is_refused(tmp_path, flags, message):
+def test_a_script_job_of_no_ranks_or_of_more_instances_than_exist_is_refused(tmp_path, capsys, flags, message):
+    from localneuron.cli.main import main
+
     script = training_script(tmp_path / "train.py")
-    r = localneuron("estimate", "--script", str(script), *flags)
-    assert message in assert_one_line_refusal(r.returncode, r.stderr)
+    status = main(["estimate", "--script", str(script), *flags])  # refused before a worker starts: in this process
+    assert message in assert_one_line_refusal(status, capsys.readouterr().err)
 
 
 # --- host reads of device values ------------------------------------------------------------------------
-@pytest.mark.parametrize("guard", [
+LOSS_GUARDS = [
     "if not torch.isfinite(loss): raise RuntimeError('loss diverged')",
     "if torch.isnan(loss): raise RuntimeError('loss is NaN')",
     "if torch.isnan(loss).any(): raise RuntimeError('loss is NaN')",
@@ -95,12 +97,22 @@ def test_a_script_job_of_no_ranks_or_of_more_instances_than_exist_is_refused(tmp
     "if not math.isfinite(loss.item()): raise RuntimeError('loss diverged')",
     "if torch.isinf(loss) | torch.isnan(loss): raise RuntimeError('loss diverged')",
     "if not torch.where(torch.isfinite(loss), torch.isfinite(loss), torch.isnan(loss)).cpu(): raise RuntimeError()",
-])
-def test_a_loss_guard_reads_what_a_healthy_run_reads_and_the_step_is_priced(tmp_path, guard):
-    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", each_step=guard)),
+]
+
+
+def test_a_loss_guard_reads_what_a_healthy_run_reads_and_the_step_is_priced(tmp_path):
+    # every guard in one script, each on a line of its own: a guard that reads an unhealthy value stops the dry run,
+    # and the traceback in stderr names its line
+    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", each_step="\n".join(LOSS_GUARDS))),
                     "--world-size", "2")
     assert r.returncode == 0, r.stderr
     assert "its second optimizer step" in r.stdout
+
+
+def test_a_loss_guard_that_reads_an_unhealthy_value_stops_the_dry_run_and_is_named(tmp_path):
+    guard = "if torch.isfinite(loss): raise RuntimeError('the guard read a finite loss')"
+    r = localneuron("estimate", "--script", str(training_script(tmp_path / "train.py", each_step=guard)))
+    assert r.returncode != 0 and "the guard read a finite loss" in r.stderr, (r.returncode, r.stderr[-2000:])
 
 
 # --- the script's files ---------------------------------------------------------------------------------
