@@ -8,7 +8,7 @@ interpreter costs only its own tests, and a hung file is killed with every proce
 whole selection: asynchronous (TorchNeuron's default, NEURON_LAUNCH_BLOCKING=0) and blocking (=1).
 
     python3 benchmarks/torchneuron_suite.py [--tree PATH] [--mode async|blocking|both] [--only DIR ...]
-                                            [--jobs N] [--timeout SECONDS] [--out outcomes.json]
+                                            [--files FILE ...] [--jobs N] [--timeout SECONDS] [--out outcomes.json]
 
 Prints, per mode, a table per directory of tests/ (passed / failed / error / skipped / total, pass rate) and the
 commonest failure messages; --out writes every test's outcome as JSON. A file that hangs, crashes or leaves no
@@ -56,8 +56,9 @@ class TestOutcome:
     message: str  # the first line of the failure, error or skip reason ("" when it passed)
 
 
-def suite_files(tree: Path, only: list[str]) -> list[Path]:
-    """The test files under tree/tests, relative to the tree, restricted to the directories in `only`."""
+def suite_files(tree: Path, only: list[str], files: list[str]) -> list[Path]:
+    """The test files under tree/tests, relative to the tree, restricted to the directories in `only` and to the
+    files in `files` (paths relative to the tree, as tests/python_ops/test_linear.py)."""
     tests = tree / "tests"
     if not (tests.is_dir() and (tree / "conftest.py").is_file()):
         raise SuiteError(f"{tree} is not TorchNeuron's test tree (it needs conftest.py and tests/). "
@@ -66,8 +67,14 @@ def suite_files(tree: Path, only: list[str]) -> list[Path]:
     unknown = sorted(set(only) - set(directories))
     if unknown:
         raise SuiteError(f"no test directory {', '.join(unknown)} under {tests}; it has {', '.join(directories)}")
-    chosen = only or directories
-    return sorted(path.relative_to(tree) for name in chosen for path in (tests / name).rglob("test_*.py"))
+    chosen = only or ([] if files else directories)
+    found = {path.relative_to(tree) for name in chosen for path in (tests / name).rglob("test_*.py")}
+    named = {Path(file) for file in files}
+    missing = sorted(str(file) for file in named if not (tree / file).is_file())
+    if missing:
+        raise SuiteError(f"no test file {', '.join(missing)} under {tree} (give paths relative to it, "
+                         "as tests/python_ops/test_linear.py)")
+    return sorted(found | named)
 
 
 def directory_of(file: Path) -> str:
@@ -193,6 +200,8 @@ def main() -> int:
     parser.add_argument("--mode", choices=(*MODES, "both"), default="both")
     parser.add_argument("--only", action="append", default=[], metavar="DIR",
                         help="run only this directory of tests/ (repeatable)")
+    parser.add_argument("--files", action="append", default=[], metavar="FILE",
+                        help="run this test file, relative to the tree (repeatable; adds to --only)")
     parser.add_argument("--jobs", type=int, default=1, help="test files run in parallel (default 1)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one file may take (default 600)")
     parser.add_argument("--causes", type=int, default=10, help="how many of the commonest failure messages to print")
@@ -205,7 +214,7 @@ def main() -> int:
         if not options.tree.is_dir():
             raise SuiteError(f"TorchNeuron's test tree is not at {options.tree}. "
                              + WHERE_TO_GET_IT.format(default=DEFAULT_TREE))
-        files = suite_files(options.tree, options.only)
+        files = suite_files(options.tree, options.only, options.files)
         with tempfile.TemporaryDirectory(prefix="torchneuron-suite-") as temporary:
             copy, scratch = Path(temporary) / "tree", Path(temporary) / "reports"
             shutil.copytree(options.tree, copy, symlinks=True,

@@ -58,13 +58,12 @@ Executable* find_executable(uint64_t key) {
   return it->second.get();
 }
 
-Executable* add_executable(uint64_t key, const RouteDecision& decided, int generator_arg) {
+Executable* add_executable(uint64_t key, const RouteDecision& decided) {
   auto exe = std::make_unique<Executable>();
   exe->route = decided.route;
   exe->execution = decided.execution;
   exe->id = decided.executable_id;
   exe->estimated_ns = decided.estimated_ns;
-  exe->generator_arg = generator_arg;
   std::unique_lock<std::shared_mutex> lock(g_cache_mutex);
   auto [it, inserted] = g_cache.emplace(key, std::move(exe));
   t_cache.put(key, it->second.get());

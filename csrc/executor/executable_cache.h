@@ -12,7 +12,6 @@ struct Executable {
   Execution execution;
   int64_t id;         // the Python policy's handle for it (ops/tracking.py)
   int64_t estimated_ns;  // per call on the simulated target, for the report's time by source line
-  int generator_arg;  // position of an optional Generator argument, or -1
   std::atomic<int64_t> calls{0};
   // The host kernel's time per call, a running mean of sampled calls (HostTimer), or -1 before the
   // first: the queue runs short work on the issuing thread and hands long work to its worker (queue.h).
@@ -49,7 +48,7 @@ class HostTimer {
 // The executable for `key`, or nullptr; counts nothing.
 Executable* find_executable(uint64_t key);
 // Caches a new executable (or returns the one another thread cached first).
-Executable* add_executable(uint64_t key, const RouteDecision& decided, int generator_arg);
+Executable* add_executable(uint64_t key, const RouteDecision& decided);
 void count_hit();
 void count_miss();
 

@@ -3,7 +3,6 @@
 #include "runtime/alias.h"
 #include "runtime/allocator.h"
 #include "executor/executor.h"
-#include "runtime/generator.h"
 #include "profiler/line_sampler.h"
 #include "executor/operand_devices.h"
 #include "executor/python_bridge.h"
@@ -26,18 +25,6 @@ namespace {
 std::unique_ptr<torch::Library> g_fallback_library, g_composite_library;
 // Set while a Python route re-issues its op with prepared arguments: run them on the device.
 thread_local bool t_device_route_only = false;
-
-int find_generator_arg(const c10::FunctionSchema& schema) {
-  const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); i++) {
-    const c10::TypePtr& t = args[i].real_type();
-    if (t->kind() == c10::TypeKind::OptionalType &&
-        t->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::GeneratorType) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
 
 // Replaces each tensor `v` holds (a tensor, or a list of them) by map(tensor); whether it held any. A list is
 // replaced by a new one: the caller's list object is shared with the call's own arguments (a c10::List is a
@@ -85,13 +72,13 @@ bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stac
 }
 
 Executable* compile(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin, uint64_t key) {
-  return add_executable(key, decide_route(op, stack, begin), find_generator_arg(op.schema()));
+  return add_executable(key, decide_route(op, stack, begin));
 }
 
 // Runs the op's host kernel on aliases of its device tensors and maps the results back.
 void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin, const Executable& exe) {
   const auto& schema = op.schema();
-  HostArguments host = to_host_arguments(stack, begin, exe);
+  HostArguments host = to_host_arguments(stack, begin);
   auto& inputs = host.inputs;
   const c10::DeviceIndex device = host.device;
   const CurrentDeviceScope scope(device);
@@ -148,7 +135,7 @@ void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 
 }  // namespace
 
-HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Executable& exe) {
+HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin) {
   HostArguments host;
   c10::DeviceIndex& device = host.device;
   // Arguments that share a device tensor share its alias, and views of one device storage share one host
@@ -185,15 +172,9 @@ HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Ex
     } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
       if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
       v = c10::IValue(c10::Device(c10::DeviceType::CPU));
-    } else if (v.isGenerator() && v.toGenerator().device().is_privateuseone()) {
-      v = c10::IValue(host_twin(v.toGenerator()));
     }
   }
   if (device < 0) device = current_device();
-  if (exe.generator_arg >= 0) {
-    c10::IValue& g = (*stack)[begin + exe.generator_arg];
-    if (g.isNone()) g = c10::IValue(host_twin(default_generator(device)));
-  }
   return host;
 }
 

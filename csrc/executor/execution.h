@@ -31,9 +31,10 @@ struct HostArguments {
   c10::SmallVector<AliasedInput, 8> inputs;
   c10::DeviceIndex device = -1;  // where the op runs: its first device tensor, else the current device
 };
-// Replaces the device tensors, devices and generators among the arguments stack[begin:] by their host
-// counterparts (zero-copy aliases, cpu, host twins), ready for the op's host kernel.
-HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin, const Executable& exe);
+// Replaces the device tensors and devices among the arguments stack[begin:] by their host counterparts
+// (zero-copy aliases, cpu), ready for the op's host kernel. Generators stay as given: a random op draws from
+// the CPU's generators (localneuron/device/random.py).
+HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin);
 // The device an op on the arguments stack[begin:] runs on.
 c10::DeviceIndex device_of(const torch::jit::Stack& stack, size_t begin);
 // int64 results wrap around like the int32 values Neuron computes (Route::DeviceWrapInt64).

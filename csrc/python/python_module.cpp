@@ -162,8 +162,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("adopt", &adopt, py::arg("host"), py::arg("device"));
   m.def("default_generator", [](int64_t d) { return default_generator(checked_index(d)); });
-  m.def("host_generator", [](int64_t d) { return host_twin(default_generator(checked_index(d))); });
-  m.def("host_twin", &host_twin);
 
   py::enum_<Route>(m, "Route", "How an executable runs (csrc/executor/executor_contract.h)")
       .value("DEVICE", Route::Device)

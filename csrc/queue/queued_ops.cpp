@@ -418,7 +418,7 @@ Enqueued enqueue_executable(const c10::OperatorHandle& op, torch::jit::Stack* st
   const std::vector<c10::IValue> arguments(stack->begin() + begin, stack->end());
   work->host_arguments.assign(std::make_move_iterator(stack->begin() + begin), std::make_move_iterator(stack->end()));
   stack->resize(begin);
-  HostArguments host = to_host_arguments(&work->host_arguments, 0, exe);
+  HostArguments host = to_host_arguments(&work->host_arguments, 0);
   for (const AliasedInput& in : host.inputs) work->hold(in.device_tensor.storage());
   push_results(*spec, arguments, device, exe.route, stack, work.get());
   work->launch = trace.hand_off();

@@ -1,13 +1,13 @@
-// Per-device random generators. Host kernels draw from a CPU "twin" owned by each neuron generator,
-// so torch.neuron.manual_seed and torch.Generator(device="neuron") control what device ops draw.
+// Per-device default generators: a Philox seed and offset each, as TorchNeuron keeps them (a 16-byte state).
+// No op draws from them: random ops on neuron draw from the CPU's default generator (localneuron/device/random.py
+// states the rule), so they hold what torch.neuron.manual_seed, seed, initial_seed and get/set_rng_state report.
 #pragma once
 #include <ATen/core/Generator.h>
 
 namespace localneuron {
 
 const at::Generator& default_generator(c10::DeviceIndex index);
+// torch.Generator(device="neuron"): not available, as on TorchNeuron; raises saying what to use instead.
 at::Generator new_generator(c10::DeviceIndex index);
-// The CPU generator a host kernel must use in place of `neuron_generator`.
-at::Generator host_twin(const at::Generator& neuron_generator);
 
 }  // namespace localneuron

@@ -16,6 +16,7 @@ from torch._inductor.decomposition import select_decomp_table
 from localneuron.compiler import errors, metrics, placement, progress
 from localneuron.ops import tracking
 from localneuron.compiler.graph_compiler import DynamoGraph, compiler_for
+from localneuron.compiler.inductor import random_ops_as_eager
 from localneuron.compiler.settings import resolve
 from localneuron.runtime import call_sites
 
@@ -73,7 +74,8 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, mode: str | None = 
         # No donated buffers: AOTAutograd saves an extern kernel's output twice (as itself and detached, e.g. fused
         # attention's output for its own backward and for the op after it) and lets Inductor reuse one of them in
         # place in the backward, overwriting what the other still holds (sdpa(...).cos() got wrong gradients).
-        with progress.frame(frame, graph.name, recompiles, reason), functorch_config.patch(donated_buffer=False):
+        with progress.frame(frame, graph.name, recompiles, reason), functorch_config.patch(donated_buffer=False), \
+                random_ops_as_eager():
             compiled = aot_autograd(
                 fw_compiler=compiler_for(graph, "forward"), bw_compiler=compiler_for(graph, "backward"),
                 inference_compiler=compiler_for(graph, "inference"), decompositions=select_decomp_table(),

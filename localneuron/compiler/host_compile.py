@@ -104,6 +104,7 @@ def _rounding_marks(gm) -> list:
     return [n.name for n in gm.graph.nodes if n.meta.get("low_precision_pointwise_barrier")]
 
 
+@inductor.random_ops_as_eager()  # the cache key's Inductor configuration includes it
 def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
                  settings: CompileSettings) -> HostExecutable:
     start = time.perf_counter()

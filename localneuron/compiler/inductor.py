@@ -16,6 +16,7 @@ the header by its source digest and the sha256 of its bytes, checked before it i
 import atexit
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +44,11 @@ HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 STORED_KERNELS = "stored"  # inside the private directory: the kernels of loaded entries, named by sha256
 
 _private: tuple[int, str] | None = None  # (pid, directory): a forked child makes its own
+
+# Random ops stay calls of their eager kernels, in graph order, drawing from the CPU's default generator as the
+# same ops do in eager (localneuron/device/random.py, rule 1); by default AOTAutograd's decompositions and Inductor
+# replace them with Inductor's own seeded kernels, which draw other values.
+random_ops_as_eager = functools.partial(inductor_config.patch, fallback_random=True)
 
 
 def private_home() -> str:

@@ -24,7 +24,9 @@ FP32_MATMUL = (torch.float32, torch.float64)
 @dataclass(frozen=True)
 class Matmul:
     """TensorE GEMMs, found in the operands as `layout` places them: "mm" (a @ b), "addmm" (bias, a, b),
-    "bmm" (batched), "convolution" (im2col GEMM), "convolution_backward" (two of them)."""
+    "bmm" (batched), "convolution" (im2col GEMM), "convolution_backward" (two of them), "linear_backward" (the
+    input's and the weight's gradients, and the bias's as a GEMM with a ones row: what output_mask skips is priced
+    too)."""
     layout: str
 
 
@@ -111,6 +113,12 @@ def tensor_bytes(t: torch.Tensor) -> int:
 
 def _gemms(layout: str, inputs: list) -> list[tuple]:
     """(batch, m, k, n, fp32) for each GEMM of a matmul-like op."""
+    if layout == "linear_backward" and len(inputs) == 3:  # input (..., k), grad_output (..., n), weight (n, k)
+        x, weight = inputs[0], inputs[2]
+        n, k = weight.shape
+        m = x.numel() // max(1, k)
+        fp32 = any(t.dtype in FP32_MATMUL for t in inputs)
+        return [(1, m, n, k, fp32), (1, n, m, k, fp32), (1, 1, m, n, fp32)]
     mats = [t for t in inputs if t.dim() >= 2]
     if len(mats) < 2:
         return []

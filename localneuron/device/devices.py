@@ -49,7 +49,9 @@ def device_index(device) -> int:
     if not 0 <= index < n:
         if n == 0:
             raise ValueError(f"Invalid device id: {index}. No Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).")
-        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {n - 1}")
+        raise ValueError(f"Invalid device id: {index}. Valid range is 0 to {n - 1}: this process sees {n} NeuronCores "
+                         "(torch.neuron.device_count()); use an index below that, or make more cores visible with "
+                         "NEURON_RT_VISIBLE_CORES.")
     return index
 
 
@@ -62,10 +64,11 @@ def set_device(device) -> None:
 
 
 class device:
-    """Context manager that makes `device` current and restores the previous one on exit."""
+    """Context manager that makes `device` current and restores the previous one on exit. None or -1 changes
+    nothing (as torch.cuda.device); an index no visible device has raises ValueError here, where it is named."""
 
     def __init__(self, device):
-        self.index = -1 if device is None else _index(device)
+        self.index = -1 if device is None or device == -1 else device_index(device)
         self.previous = -1
 
     def __enter__(self):

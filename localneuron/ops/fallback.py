@@ -7,7 +7,6 @@ the aliasing it would see on the CPU (and refuses what the CPU refuses).
 Every call of a fallback op comes through here: one plain pass over its arguments, schema facts cached."""
 import torch
 
-from localneuron import _C
 from localneuron.ops import arguments
 
 
@@ -44,7 +43,7 @@ class _HostCopies:
             if self.named_device is None:
                 self.named_device = x
             return torch.device("cpu")
-        return x  # generators are exchanged by _use_host_generators
+        return x  # a generator too: the host kernel draws from it, or from the CPU's default (device/random.py)
 
     def output_device(self) -> torch.device:
         if self.tensor_device is not None:
@@ -69,7 +68,6 @@ def run_on_host(op, args, kwargs, kernel=None):
     copies = _HostCopies(_shared_storages(args, kwargs))
     host_args, host_kwargs = arguments.map_arguments(copies.of, args, kwargs)
     device = copies.output_device()
-    _use_host_generators(schema, host_args, host_kwargs, device)
     result = (kernel or op)(*host_args, **host_kwargs)
 
     written_back = {}
@@ -81,25 +79,6 @@ def run_on_host(op, args, kwargs, kernel=None):
         return original if original is not None else t.to(device)
 
     return arguments.map_tensors(to_device, result)
-
-
-def _use_host_generators(schema, host_args: list, host_kwargs: dict, device: torch.device) -> None:
-    """Generator arguments, positional (poisson(self, generator)) or keyword, as the host kernel must see them."""
-    positions = arguments.positions(schema)
-    for name in arguments.generator_argument_names(schema):
-        index = positions.get(name, len(host_args))
-        if index < len(host_args):
-            host_args[index] = _host_generator(host_args[index], device)
-        elif name in host_kwargs:
-            host_kwargs[name] = _host_generator(host_kwargs[name], device)
-
-
-def _host_generator(generator, device: torch.device):
-    if generator is None:  # the device's default generator, not the host's
-        return _C.host_generator(device.index)
-    if isinstance(generator, torch.Generator) and generator.device.type == "neuron":
-        return _C.host_twin(generator)
-    return generator
 
 
 def _write_back(original, host, written_back: dict) -> None:

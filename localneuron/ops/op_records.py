@@ -81,7 +81,7 @@ from localneuron.ops.decompositions import (
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
-    lazy_clone, tensor_split_by_tensor,
+    lazy_clone, linear_backward, tensor_split_by_tensor,
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
@@ -502,7 +502,7 @@ OPS = {
     "aten::linalg_qr": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::linalg_vector_norm": Record(NATIVE, cost=REDUCTION),
     "aten::linear": Record(NATIVE),
-    "aten::linear_backward": Record(NATIVE),
+    "aten::linear_backward": Record(NATIVE, run=decompose(linear_backward), why="PyTorch's only kernel is MKLDNN's", cost=Matmul("linear_backward")),
     "aten::linspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::log": Record(NATIVE, cost=SCALAR_PASS),
     "aten::log1p": Record(cost=SCALAR_PASS),

@@ -127,3 +127,15 @@ def test_forked_child_of_an_initialized_parent_cannot_use_the_device():
 def test_ranks_per_node_size_the_simulated_instance():
     r = run_python("import torch; print(torch.neuron.device_count())", env={"LOCAL_WORLD_SIZE": "8"})
     assert r.stdout.strip() == "8", r.stderr  # two trn2 chips, 4 logical cores each
+
+
+def test_device_context_with_an_index_no_device_has_raises_value_error():
+    count = torch.neuron.device_count()
+    for missing in (count, count + 10, -2, f"neuron:{count}", torch.device("neuron", count)):
+        with pytest.raises(ValueError, match=rf"Invalid device id: -?\d+\. Valid range is 0 to {count - 1}: this "
+                                             r"process sees .* NEURON_RT_VISIBLE_CORES"):
+            with torch.neuron.device(missing):
+                pass
+    assert torch.neuron.current_device() == 0
+    with torch.neuron.device(-1):  # as torch.cuda.device: -1 and None leave the current device
+        assert torch.neuron.current_device() == 0

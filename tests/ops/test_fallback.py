@@ -86,38 +86,6 @@ def test_fallback_of_tensor_list_arguments(tracking, quiet, monkeypatch):
     assert tracking.get_fallback_ops() == ["aten::_index_put_impl_", "aten::cat"]
 
 
-def test_rng_fallback_draws_from_the_neuron_generator(quiet):
-    torch.neuron.manual_seed(123)
-    a = torch.randn(5, device="neuron")
-    torch.neuron.manual_seed(123)
-    b = torch.randn(5, device="neuron")
-    torch.manual_seed(123)  # torch.manual_seed seeds every device too
-    c = torch.randn(5, device="neuron")
-    assert torch.equal(a.cpu(), b.cpu()) and torch.equal(a.cpu(), c.cpu())
-    g = torch.Generator(device="neuron").manual_seed(7)
-    d = torch.rand(3, device="neuron", generator=g)
-    g.manual_seed(7)
-    assert torch.equal(d.cpu(), torch.rand(3, device="neuron", generator=g).cpu())
-    state = torch.neuron.get_rng_state()
-    e = torch.rand(4, device="neuron")
-    torch.neuron.set_rng_state(state)
-    assert torch.equal(e.cpu(), torch.rand(4, device="neuron").cpu())
-
-
-def test_positional_generator_argument_omitted_draws_from_the_neuron_generator(quiet):
-    rates = torch.full((64,), 4.0, device="neuron")
-    host_state = torch.get_rng_state()
-    torch.neuron.manual_seed(1)
-    a = torch.poisson(rates)  # poisson(Tensor self, Generator? generator=None): the generator is positional
-    torch.neuron.manual_seed(1)
-    assert torch.equal(a.cpu(), torch.poisson(rates).cpu())
-    assert torch.equal(torch.get_rng_state(), host_state)
-    g = torch.Generator(device="neuron").manual_seed(2)
-    b = torch.poisson(rates, g)
-    g.manual_seed(2)
-    assert torch.equal(b.cpu(), torch.poisson(rates, g).cpu())
-
-
 def test_fallback_error_switch_turns_every_fallback_into_an_error():
     code = ("import torch\n"
             "x = torch.eye(3, device='neuron') * 2\n"

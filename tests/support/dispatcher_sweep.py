@@ -7,10 +7,10 @@ the first one the CPU runs is the call for that dtype (none: "no valid generated
 Its inputs, copied to ``neuron`` beforehand (the CPU may mutate them), then run on the device, and the
 results are compared with the CPU's (tests/support/sweep_compare.py: values, dtypes, shapes, device), and so are
 the tensor arguments afterwards (in-place and out= mutations). Both sides run under the same
-torch.manual_seed: the device generator follows the host's, so random ops are compared on values too,
-except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Results holding uninitialized memory
-are compared on shape and dtype: by name (UNINITIALIZED_*), and any result that differs between two CPU
-runs of the same call.
+torch.manual_seed: a draw on neuron takes the CPU generator's values (localneuron/device/random.py), so random
+ops are compared on values too, except RNG_STREAM_DIFFERS (compared on shape, dtype and moments). Results
+holding uninitialized memory are compared on shape and dtype: by name (UNINITIALIZED_*), and any result that
+differs between two CPU runs of the same call.
 
 Per overload: pass (every dtype with a valid call matched), fail (a mismatch or an error on neuron, or
 the worker crashed / hung on it on the device side: "crash"), skip (with the reason: no generator for an

@@ -12,7 +12,7 @@ tokens compared; causal LMs only). Status:
   cpu-fails     the shrunk model does not build or run on the CPU: not in the denominator
 CPU fallbacks used on `neuron` (torch_neuronx.get_fallback_ops()) are recorded for every architecture.
 Random samples a model draws in forward are recorded in the CPU run and replayed in the `neuron` run
-(tests/support/random_replay.py: each device has its own generator); the sampling ops still run on the device.
+(tests/support/random_replay.py says why); the sampling ops still run on the device.
 
 Crash isolation: workers take model types from stdin one at a time and announce each before running it;
 a dead or stuck worker is replaced and the architecture it was on is recorded as crash / timeout.
@@ -401,7 +401,7 @@ def run_architecture(model_type: str, class_name: str) -> dict:
         device_inputs = _inputs(model, config, "neuron")
         stage = "forward"
         # Models that sample in forward (ViT-MAE's masking, VITS's noise) get the CPU run's samples on neuron:
-        # see random_replay.py for why seeding both devices alike does not give them the same ones.
+        # see random_replay.py for why seeding both devices alike is not enough to give them the same ones.
         sampling = ReplayDraws(cpu_draws.draws) if cpu_draws.draws else contextlib.nullcontext()
         record["replayed_draws"] = len(cpu_draws.draws)
         device_outputs, device_grads = _forward_backward(device_model, device_inputs, sampling)

@@ -1,10 +1,9 @@
 """The same random draws on both devices: record what a model samples in a CPU run, replay it on `neuron`.
 
-Why a sweep comparing devices needs it: each device has its own default generator (torch.neuron.manual_seed,
-get_rng_state; per-device generators as in TorchNeuron and on CUDA), so seeding both alike is not enough
-when a model samples on both sides of the device boundary. VITS draws its duration noise with `torch.randn`
-(no device: the CPU's generator) and its prior noise with `torch.randn_like` on the model's device: the CPU
-run takes both from one stream, the `neuron` run takes the second from the device's own stream.
+Why a sweep comparing devices needs it: a draw on `neuron` takes the CPU generator's values
+(localneuron/device/random.py), so seeding alike gives both runs the same samples only while they make the same
+draws in the same order; a device path that samples in another order or shape (a different kernel choice, an
+extra draw) would turn the comparison into one of samples. Replaying keeps it a comparison of computations.
 
 Replaying still runs every sampling op on the device (its CPU fallback and generator are exercised and
 observed as in the user's run); only the values drawn are then overwritten with the CPU's, in order.
