@@ -41,6 +41,11 @@ PARAMETERS = {
     "request_s": Parameter(0.0, 0.1, 0.0, ("prefill",),
                            "seconds a request spends in the serving stack before its first token's forward runs "
                            "(scheduling, tokenisation, the client's round trip)"),
+    # a decode step's layers wait on each other through the runtime (a semaphore per dependency, the collectives'
+    # start): microseconds to tens of them per layer, never a millisecond
+    "decode_layer_s": Parameter(0.0, 1e-4, 0.0, ("decode",),
+                                "seconds each layer adds to a decode step beyond its priced work and collectives (the "
+                                "runtime's synchronisation between the layer's graphs and engines)"),
 }
 
 
@@ -49,6 +54,7 @@ class Efficiencies:
     matmul: float = PARAMETERS["matmul"].neutral
     hbm: float = PARAMETERS["hbm"].neutral
     request_s: float = PARAMETERS["request_s"].neutral
+    decode_layer_s: float = PARAMETERS["decode_layer_s"].neutral
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from localneuron.estimate.architecture import Architecture, shard
-from localneuron.estimate.collective_markers import column_parallel, enter_parallel_region, leave_parallel_region
+from localneuron.estimate.collective_markers import (
+    column_parallel, enter_parallel_region, leave_parallel_region, vocabulary_parallel_loss,
+)
 
 RECOMPUTE = ("none", "selective", "full")
 FUSED_ATTENTION = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
@@ -228,4 +230,5 @@ class HeadShard(nn.Module):
         logits = column_parallel(x, self.project, self.tp, self.sp)
         if labels is None:
             return logits
+        vocabulary_parallel_loss(labels.numel(), self.tp if self.arch.vocab else 1)
         return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())

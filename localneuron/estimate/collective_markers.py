@@ -101,6 +101,20 @@ class _GatheredLinear(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None
 
 
+# Megatron's vocabulary-parallel cross entropy all-reduces three fp32 values per token over the tensor-parallel
+# ranks: the largest logit, the target's logit (on the rank holding it) and the sum of the exponentials. Its backward
+# is local to each rank's slice.
+VOCABULARY_PARALLEL_LOSS_ALL_REDUCES = 3
+
+
+def vocabulary_parallel_loss(tokens: int, tp: int) -> None:
+    """Records the all-reduces of a cross entropy over `tokens` tokens whose vocabulary is split over `tp` ranks
+    (small, but each pays a collective's latency)."""
+    if tp > 1:
+        for _ in range(VOCABULARY_PARALLEL_LOSS_ALL_REDUCES):
+            trace.record_collective("all_reduce", tokens * torch.float32.itemsize)
+
+
 def column_parallel(x: torch.Tensor, linear: torch.nn.Linear, tp: int, sequence_parallel: bool) -> torch.Tensor:
     """A column-parallel linear fed by the replicated (or, with sequence parallelism, gathered) input."""
     if tp > 1 and sequence_parallel:

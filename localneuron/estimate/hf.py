@@ -19,9 +19,9 @@ from torch import nn
 
 from localneuron.estimate import tensor_parallel
 from localneuron.estimate.architecture import ConfigError, text_config
+from localneuron.estimate.collective_markers import vocabulary_parallel_loss
 from localneuron.estimate.layout import Layout
 from localneuron.estimate.plan import DTYPES, Request, Stack, micro_batches, schedule_inference, schedule_train
-from localneuron.estimate.trace import record_collective
 from localneuron.estimate.traced import EMPTY, difference, trace_module
 
 # config field -> what it counts; each is split over the tensor-parallel ranks (rounded up)
@@ -143,24 +143,17 @@ def build(config, dtype: torch.dtype) -> nn.Module:
             raise ConfigError(f"transformers builds no causal LM from this config: {error}") from None
 
 
-# Megatron's vocabulary-parallel cross entropy all-reduces three fp32 values per token over the tensor-parallel
-# ranks: the largest logit, the target's logit (on the rank holding it) and the sum of the exponentials
-VOCABULARY_PARALLEL_LOSS_ALL_REDUCES = 3
-
-
 class _Loss(nn.Module):
-    """A training forward: next-token loss on the sequence itself; `vocabulary_split`: the head's output is
-    split over the tensor-parallel ranks, so the loss is computed on each rank's slice and its per-token
-    reductions are all-reduced (small, but each pays a collective's latency)."""
-    def __init__(self, model, vocabulary_split: bool):
+    """A training forward: next-token loss on the sequence itself; `vocabulary_ranks`: the ranks the head's
+    output is split over (1: not split), each computing the loss on its slice and all-reducing the per-token
+    reductions."""
+    def __init__(self, model, vocabulary_ranks: int):
         super().__init__()
-        self.model, self.vocabulary_split = model, vocabulary_split
+        self.model, self.vocabulary_ranks = model, vocabulary_ranks
 
     def forward(self, ids):
         loss = self.model(input_ids=ids, labels=ids).loss
-        if self.vocabulary_split:
-            for _ in range(VOCABULARY_PARALLEL_LOSS_ALL_REDUCES):
-                record_collective("all_reduce", ids.numel() * torch.float32.itemsize)
+        vocabulary_parallel_loss(ids.numel(), self.vocabulary_ranks)
         return loss
 
 
@@ -193,7 +186,7 @@ def _trace(config, layers: int, layout: Layout, request: Request, new_tokens: in
         ids = _ids(request.micro_batch, request.seq)
         if request.recompute == "full":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        loss = _Loss(model, vocabulary_split=layout.tp > 1 and bool(plan))
+        loss = _Loss(model, vocabulary_ranks=layout.tp if plan else 1)
         return trace_module(layout.chip, loss, (ids,), train=True), 0
     model.eval()
     cache = None

@@ -234,6 +234,7 @@ def schedule_inference(prefill: Stack, decode: Stack | None, layout: Layout, req
     workspace = max(prefill.layer.workspace_bytes, prefill.last.workspace_bytes)
     if decode is not None:
         step = schedule_forward(decode, layout)
+        step.launches += decode.layers * layout.chip.efficiencies.decode_layer_s  # the runtime's per-layer waits
         result.update(tpot_s=step.total, breakdown=step.as_dict(), tokens_per_s=request.batch / step.total,
                       prefill_breakdown=first.as_dict(), traced=result["traced"] + [decode.layer])
         workspace = max(workspace, decode.layer.workspace_bytes)

@@ -45,11 +45,17 @@ def _rotary(arch: Architecture, length: int, dtype):
     return table, table
 
 
+def _token_ids(batch: int, tokens: int):
+    """Token ids for the embedding's and the loss's gathers: valid ones (which ones does not change the cost), never
+    uninitialised memory, whose values a gather would refuse as out of range."""
+    return torch.zeros(batch, tokens, dtype=torch.int64, device="neuron")
+
+
 def _model_input(arch: Architecture, batch: int, tokens: int, dtype):
     """What the embedding takes: token ids, or (ViT) the image's patches."""
     if arch.family == "vit":
         return _empty(batch, arch.image_tokens - 1, arch.patch_inputs, dtype=dtype)
-    return _empty(batch, tokens, dtype=torch.int64)
+    return _token_ids(batch, tokens)
 
 
 def sequence(arch: Architecture, request: Request) -> int:
@@ -76,8 +82,8 @@ def train_stack(arch: Architecture, layout: Layout, request: Request) -> Stack:
     embedding = _build(EmbeddingShard, arch, tp, sequence_parallel, dtype=dtype)
     traced_embedding = trace_module(chip, embedding, (_model_input(arch, b, s, dtype),), train=True)
     head = _build(HeadShard, arch, tp, sequence_parallel, dtype=dtype)
-    traced_head = trace_module(chip, head, (_empty(b, local_seq, h, dtype=dtype, grad=True),),
-                               (_empty(b, s, dtype=torch.int64),), train=True)
+    traced_head = trace_module(chip, head, (_empty(b, local_seq, h, dtype=dtype, grad=True),), (_token_ids(b, s),),
+                               train=True)
     return Stack(kinds, traced_embedding, traced_head, boundary_bytes=b * local_seq * h * dtype.itemsize,
                  model_flops=arch.flops_per_token(s) * b * s)
 

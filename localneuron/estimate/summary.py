@@ -34,7 +34,9 @@ def _stack(e: dict) -> str:
     return (f"  stack priced: {stack['name']} ({stack['description']}): GEMMs at {100 * reached['matmul']:.0f}% of the "
             f"cycle model's rate for their shape, HBM at {100 * reached['hbm']:.0f}% of a core's reach"
             + (f", {seconds_text(reached['request_s'])} of serving before a request's first forward"
-               if reached["request_s"] else "") + "; --stack to change")
+               if reached["request_s"] else "")
+            + (f", {seconds_text(reached['decode_layer_s'])} of runtime waits per layer in a decode step"
+               if reached["decode_layer_s"] else "") + "; --stack to change")
 
 
 def render(e: dict) -> str:

@@ -60,7 +60,8 @@ def test_a_parameter_is_fitted_only_where_the_configurations_support_it(evaluate
     for (stack, generation), (parameters, members) in calibration.efficiency_groups(cases).items():
         configurations = len({calibration._group(c) for c in members})
         assert len(parameters) <= configurations // calibration.CONFIGURATIONS_PER_PARAMETER, (stack, generation)
-        assert len(parameters) <= 3
+        for kind in {c.kind for c in members}:   # at most three free parameters per generation and kind
+            assert len([p for p in parameters if kind in stacks.PARAMETERS[p].kinds]) <= 3, (stack, generation, kind)
     # one configuration (two releases of it) fits nothing: the stack falls back to the default's efficiencies
     groups = calibration.efficiency_groups(cases)
     assert groups[("megatron-lm-reference", "trn1")][0] == []

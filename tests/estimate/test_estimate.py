@@ -246,3 +246,16 @@ def test_the_cli_prices_a_compiled_batch_and_refuses_it_where_inputs_set_the_bat
     script.write_text("pass\n")
     r = localneuron("estimate", "--compiled-batch", "16", "--script", str(script))
     assert r.returncode == 2 and "--compiled-batch does not go with --script" in r.stderr
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_the_recipes_loss_over_a_split_vocabulary_all_reduces_three_values_per_token(tp):
+    from localneuron.estimate import recipe
+    from localneuron.estimate.collective_markers import VOCABULARY_PARALLEL_LOSS_ALL_REDUCES
+
+    request = plan.Request(mode="train", micro_batch=2, seq=256)
+    head = recipe.train_stack(small_llama(layers=1), Layout.make(TRN2, 1, tp, 1, None), request).last
+    calls = [call for calls in head.collectives.values() for call in calls]
+    tokens = request.micro_batch * request.seq
+    loss_reductions = [call for call in calls if call == ("all_reduce", tokens * 4)]
+    assert len(loss_reductions) == (VOCABULARY_PARALLEL_LOSS_ALL_REDUCES if tp > 1 else 0), calls
