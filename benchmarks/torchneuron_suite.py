@@ -63,7 +63,8 @@ CATEGORIES = {
     "hardware-only": "the test needs Trainium itself: /dev/neuron, the real Neuron runtime, NEFF files",
     "superseded": "TorchNeuron's 2.34 documentation states other behaviour than the test (the reason quotes the page)",
     "environment": "the suite's own set-up behaves otherwise off Trainium (the reason says where)",
-    "open": "a localneuron defect not fixed yet (the reason names the cause or the issue)",
+    "open": "a difference not settled yet: a localneuron defect, or a choice of localneuron's no public page decides "
+            "(the reason names the cause)",
 }
 EXPECTED_OUTCOMES = ("failed", "error", "skipped")  # a listed test ends so; "skipped" only when the skip is ours
 PLACEHOLDER = "TO CLASSIFY (written by --write-expected; replace with the cause): "
