@@ -9,12 +9,24 @@ whole selection: asynchronous (TorchNeuron's default, NEURON_LAUNCH_BLOCKING=0) 
 
     python3 benchmarks/torchneuron_suite.py [--tree PATH] [--mode async|blocking|both] [--only DIR ...]
                                             [--files FILE ...] [--jobs N] [--timeout SECONDS] [--out outcomes.json]
+                                            [--from outcomes.json] [--expected | --write-expected] [--table PATH]
 
 Prints, per mode, a table per directory of tests/ (passed / failed / error / skipped / total, pass rate) and the
-commonest failure messages; --out writes every test's outcome as JSON. A file that hangs, crashes or leaves no
-readable report counts as one error named after the file (its tests are not known).
+commonest failure messages; --out writes every test's outcome as JSON, and --from reads such a file instead of
+running the suite. A file that hangs, crashes or leaves no readable report counts as one error named after the file
+(its tests are not known).
+
+The strict table of expected status (tests/support/expected/torchneuron_suite_status.py) lists every test that is
+expected not to pass, with its category (CATEGORIES) and a reason; every other test must pass, or be skipped by the
+suite itself (its own skip and xfail markers). --expected compares the run with it and exits 1 listing each
+mismatch: a test that fails unlisted, a listed test that passes (its entry must go) or ends otherwise than listed.
+--write-expected rewrites the table from the run: entries of tests that still do not pass keep their category and
+reason, entries of tests that now pass go, and new failures come in as "open" with a reason starting PLACEHOLDER,
+for a human to replace. Tests of files the run did not measure (not selected, or failed as a whole) keep their
+entries either way.
 """
 import argparse
+import ast
 import collections
 import concurrent.futures
 import datetime
@@ -43,6 +55,37 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 MAX_REPORT_BYTES = 64 << 20
 MESSAGE_CHARS = 160
 
+EXPECTED_TABLE = ROOT / "tests" / "support" / "expected" / "torchneuron_suite_status.py"
+# Why a test of the suite is expected not to pass here: every entry of the table names one of these.
+CATEGORIES = {
+    "internal-api": "the test imports or calls a module outside TorchNeuron's public contract (torch_neuronx._C, "
+                    "torch_neuronx.python_ops, ...), which localneuron does not mimic",
+    "hardware-only": "the test needs Trainium itself: /dev/neuron, the real Neuron runtime, NEFF files",
+    "superseded": "TorchNeuron's 2.34 documentation states other behaviour than the test (the reason quotes the page)",
+    "environment": "the suite's own set-up behaves otherwise off Trainium (the reason says where)",
+    "open": "a difference not settled yet: a localneuron defect, or a choice of localneuron's no public page decides "
+            "(the reason names the cause)",
+}
+EXPECTED_OUTCOMES = ("failed", "error", "skipped")  # a listed test ends so; "skipped" only when the skip is ours
+PLACEHOLDER = "TO CLASSIFY (written by --write-expected; replace with the cause): "
+TABLE_HEADER = '''"""Expected status of TorchNeuron's own tests run here, keyed by the test id the runner reports
+(benchmarks/torchneuron_suite.py --expected checks a run against it).
+
+Only tests expected not to pass are listed; every other test must pass, or be skipped by the suite itself. An entry's
+outcome is failed, error or skipped (a skip that is ours), or a dict from mode to outcome when the modes differ (a mode
+not named passes). Its category is one of:
+{categories}
+
+Regenerate after a change: python3 benchmarks/torchneuron_suite.py --write-expected [--mode async] [--from RUN.json].
+A reason is kept while its test still does not pass; a new failure comes in as open, with a reason starting
+"{placeholder}" for a human to replace.
+"""
+# flake8: noqa: E501
+'''
+# A table or a saved run larger than this is not one of this suite's few thousand tests: it is refused unread.
+MAX_INPUT_BYTES = 64 << 20
+MAX_TEST_ID_CHARS = 1000
+
 
 class SuiteError(Exception):
     """A problem with the tree or the options, said in one message (no traceback)."""
@@ -51,6 +94,7 @@ class SuiteError(Exception):
 @dataclass
 class TestOutcome:
     test: str  # the report's module and class (dotted), then :: and the test's name
+    file: str  # the test file, relative to the tree (tests/<directory>/...)
     directory: str  # the folder under tests/
     outcome: str  # one of OUTCOMES
     message: str  # the first line of the failure, error or skip reason ("" when it passed)
@@ -97,7 +141,7 @@ def cause(element) -> str:
 
 
 def file_error(file: Path, message: str) -> list[TestOutcome]:
-    return [TestOutcome(file.as_posix(), directory_of(file), "error", message)]
+    return [TestOutcome(file.as_posix(), file.as_posix(), directory_of(file), "error", message)]
 
 
 def last_line(log: Path) -> str:
@@ -126,7 +170,7 @@ def read_report(report: Path, file: Path, log: Path) -> list[TestOutcome]:
             if element is not None:
                 outcome, message = name, cause(element)
                 break
-        outcomes.append(TestOutcome(test, directory_of(file), outcome, message))
+        outcomes.append(TestOutcome(test, file.as_posix(), directory_of(file), outcome, message))
     return outcomes or file_error(file, "its report holds no test")
 
 
@@ -188,9 +232,211 @@ def commonest_causes(outcomes: list[TestOutcome], how_many: int) -> str:
     return "\n".join(f"{count:5d}  {message}" for message, count in causes.most_common(how_many))
 
 
+def module_of(file: str) -> str:
+    """The dotted module pytest's report names a file's tests by: tests/views/test_x.py -> tests.views.test_x."""
+    return file.removesuffix(".py").replace("/", ".")
+
+
+def file_of(test: str, modules: dict[str, str]) -> str | None:
+    """The file (among `modules`, dotted module -> file) a test id belongs to: its id names the dotted module, maybe
+    a class after it, then ::name; a file that failed as a whole is its own id."""
+    if test in modules.values():
+        return test
+    dotted = test.split("::")[0]
+    while dotted:
+        if dotted in modules:
+            return modules[dotted]
+        dotted = dotted.rpartition(".")[0]
+    return None
+
+
+def measured_files(results: dict[str, list[TestOutcome]], files: list[str]) -> dict[str, str]:
+    """Dotted module -> file, for the run's files that reported their tests in every mode run (a file that failed as
+    a whole says nothing of the tests it holds)."""
+    whole_file_errors = {o.test for outcomes in results.values() for o in outcomes if o.test == o.file}
+    return {module_of(file): file for file in files if file not in whole_file_errors}
+
+
+def expected_outcome(entry: dict | None, mode: str) -> str | None:
+    """The outcome an entry expects in a mode; None when the test is expected to pass there."""
+    if entry is None:
+        return None
+    outcome = entry["outcome"]
+    return outcome.get(mode) if isinstance(outcome, dict) else outcome
+
+
+def mismatches(table: dict[str, dict], results: dict[str, list[TestOutcome]], files: list[str]) -> list[str]:
+    """Every way the run differs from the table, one line each, saying what to do."""
+    modules = measured_files(results, files)
+    problems = []
+    for mode, outcomes in results.items():
+        reported = set()
+        for outcome in outcomes:
+            reported.add(outcome.test)
+            entry = table.get(outcome.test)
+            expected = expected_outcome(entry, mode)
+            if expected is None:
+                if outcome.outcome in ("failed", "error"):
+                    problems.append(f"[{mode}] {outcome.test}: unexpected {outcome.outcome}: {outcome.message} "
+                                    "(fix it, or list it in the table with its category and reason)")
+            elif outcome.outcome == "passed":
+                problems.append(f"[{mode}] {outcome.test}: passes, but the table expects {expected} "
+                                f"({entry['category']}: {entry['reason']}); remove its entry")
+            elif outcome.outcome != expected:
+                problems.append(f"[{mode}] {outcome.test}: {outcome.outcome} ({outcome.message}), but the table "
+                                f"expects {expected} ({entry['category']}: {entry['reason']})")
+        for test, entry in sorted(table.items()):
+            if test not in reported and expected_outcome(entry, mode) and file_of(test, modules):
+                problems.append(f"[{mode}] {test}: listed in the table, but the run did not report it (its file "
+                                "now reports its tests, or it was renamed or removed upstream); remove or rename "
+                                "its entry")
+    return problems
+
+
+def regenerated(table: dict[str, dict], results: dict[str, list[TestOutcome]], files: list[str]) -> dict[str, dict]:
+    """The table rewritten from a run (see the module's docstring): reasons kept, passes dropped, new failures open."""
+    modules = measured_files(results, files)
+    measured = collections.defaultdict(dict)  # test -> mode -> its outcome
+    for mode, outcomes in results.items():
+        for outcome in outcomes:
+            if outcome.test == outcome.file or outcome.file in modules.values():
+                measured[outcome.test][mode] = outcome
+    new = {test: entry for test, entry in table.items() if test not in measured and not file_of(test, modules)}
+    for test, by_mode in measured.items():
+        old = table.get(test)
+        # a skip is the suite's own decision unless the table already says it is ours
+        per_mode = {mode: outcome.outcome for mode, outcome in by_mode.items()
+                    if outcome.outcome in ("failed", "error")
+                    or outcome.outcome == "skipped" == expected_outcome(old, mode)}
+        for mode in MODES:
+            # a mode not run keeps what the table said; a new failure is presumed in it too until it is run
+            presumed = expected_outcome(old, mode) if old else next(iter(per_mode.values()), None)
+            if mode not in by_mode and presumed:
+                per_mode[mode] = presumed
+        if not per_mode:
+            continue
+        keeps_reason = old is not None and not old["reason"].startswith(PLACEHOLDER)
+        first_failure = next((o.message for o in by_mode.values() if o.outcome != "passed"), "")
+        category, reason = (old["category"], old["reason"]) if keeps_reason else (
+            "open", PLACEHOLDER + (first_failure or "(no message)"))
+        same_everywhere = len(per_mode) == len(MODES) and len(set(per_mode.values())) == 1
+        outcome = next(iter(per_mode.values())) if same_everywhere else dict(sorted(per_mode.items()))
+        new[test] = {"outcome": outcome, "category": category, "reason": reason}
+    return dict(sorted(new.items()))
+
+
+def refuse(where: str, problem: str) -> SuiteError:
+    return SuiteError(f"{where}: {problem}")
+
+
+def read_bounded(path: Path, what: str) -> str:
+    try:
+        if path.stat().st_size > MAX_INPUT_BYTES:
+            raise refuse(path, f"larger than {MAX_INPUT_BYTES} bytes: not {what}")
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as problem:
+        raise refuse(path, f"cannot read {what}: {problem}") from None
+
+
+def checked_test_id(test, where: str) -> str:
+    if not (isinstance(test, str) and test and len(test) <= MAX_TEST_ID_CHARS and test.isprintable()):
+        raise refuse(where, f"{str(test)[:80]!r} is not a test id (a line of at most {MAX_TEST_ID_CHARS} "
+                            "printable characters)")
+    return test
+
+
+def checked_entry(test, entry, where: str) -> dict:
+    """One entry of the table, refused with what is wrong when it is not one."""
+    checked_test_id(test, where)
+    what = f"entry {test!r}"
+    if not isinstance(entry, dict) or set(entry) != {"outcome", "category", "reason"}:
+        raise refuse(where, f"{what} must be a dict of exactly outcome, category and reason")
+    outcome = entry["outcome"]
+    per_mode = outcome if isinstance(outcome, dict) else {mode: outcome for mode in MODES}
+    if not per_mode or not set(per_mode) <= set(MODES) or not all(o in EXPECTED_OUTCOMES for o in per_mode.values()):
+        raise refuse(where, f"{what}: outcome must be one of {', '.join(EXPECTED_OUTCOMES)}, or a dict from modes "
+                            f"({', '.join(MODES)}) to one of them (a mode not named passes)")
+    if entry["category"] not in CATEGORIES:
+        raise refuse(where, f"{what}: category {entry['category']!r} is none of {', '.join(CATEGORIES)}")
+    if not isinstance(entry["reason"], str) or not entry["reason"].strip():
+        raise refuse(where, f"{what}: its reason must say why the test does not pass")
+    return entry
+
+
+def load_table(path: Path) -> dict[str, dict]:
+    """The table of expected status: the literal EXPECTED = {...} of a Python file, read without running it."""
+    if not path.exists():
+        return {}
+    text = read_bounded(path, "a table of expected status")
+    try:
+        literal = next(node.value for node in ast.parse(text).body if isinstance(node, ast.Assign)
+                       and [getattr(target, "id", None) for target in node.targets] == ["EXPECTED"])
+        table = ast.literal_eval(literal)
+    except (SyntaxError, ValueError, StopIteration, RecursionError, MemoryError) as problem:
+        raise refuse(path, f"no literal EXPECTED = {{...}} ({problem or 'missing'}); fix it, or delete the file and "
+                           "regenerate it with --write-expected") from None
+    if not isinstance(table, dict):
+        raise refuse(path, "EXPECTED must be a dict from test ids to entries")
+    return {test: checked_entry(test, entry, str(path)) for test, entry in table.items()}
+
+
+def write_table(path: Path, table: dict[str, dict]) -> None:
+    lines = [f"    {test!r}: {{'outcome': {entry['outcome']!r}, 'category': {entry['category']!r}, "
+             f"'reason': {entry['reason']!r}}}," for test, entry in sorted(table.items())]
+    categories = "\n".join(f"  {name}: {meaning}" for name, meaning in CATEGORIES.items())
+    path.write_text(TABLE_HEADER.format(categories=categories, placeholder=PLACEHOLDER.strip())
+                    + "EXPECTED = {\n" + "".join(line + "\n" for line in lines) + "}\n")
+
+
+def load_run(path: Path) -> tuple[dict[str, list[TestOutcome]], list[str]]:
+    """The outcomes and files of a run saved with --out, refused with what is wrong when the file is not one."""
+    try:
+        record = json.loads(read_bounded(path, "a run saved with --out"))
+    except (json.JSONDecodeError, RecursionError) as problem:
+        raise refuse(path, f"not JSON ({problem}): give a file written by --out") from None
+    if not (isinstance(record, dict) and isinstance(record.get("modes"), dict)
+            and isinstance(record.get("files"), list)):
+        raise refuse(path, "not a run saved with --out (it needs the keys modes and files)")
+    unknown = sorted(set(record["modes"]) - set(MODES))
+    if unknown:
+        raise refuse(path, f"unknown mode {', '.join(map(str, unknown))}; modes are {', '.join(MODES)}")
+    files = [checked_test_id(file, str(path)) for file in record["files"]]
+    results = {}
+    for mode, outcomes in record["modes"].items():
+        if not isinstance(outcomes, list):
+            raise refuse(path, f"the outcomes of mode {mode} must be a list")
+        results[mode] = []
+        for item in outcomes:
+            fields = {name: item.get(name) for name in TestOutcome.__dataclass_fields__} if isinstance(
+                item, dict) else {}
+            if not (fields and all(isinstance(value, str) for value in fields.values())
+                    and fields["outcome"] in OUTCOMES and fields["file"] in files):
+                raise refuse(path, f"{str(item)[:120]} is not an outcome of one of the run's files (test, file, "
+                                   f"directory, outcome among {', '.join(OUTCOMES)}, message)")
+            checked_test_id(fields["test"], str(path))
+            results[mode].append(TestOutcome(**{**fields, "message": first_line(fields["message"])}))
+    return results, files
+
+
 def project_commit() -> str:
     result = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return result.stdout.strip() or "unknown"
+
+
+def run_suite(options) -> tuple[dict[str, list[TestOutcome]], list[str]]:
+    """Every test's outcome per mode, and the files run (relative to the tree)."""
+    if not options.tree.is_dir():
+        raise SuiteError(f"TorchNeuron's test tree is not at {options.tree}. "
+                         + WHERE_TO_GET_IT.format(default=DEFAULT_TREE))
+    files = suite_files(options.tree, options.only, options.files)
+    modes = list(MODES) if options.mode == "both" else [options.mode]
+    with tempfile.TemporaryDirectory(prefix="torchneuron-suite-") as temporary:
+        copy, scratch = Path(temporary) / "tree", Path(temporary) / "reports"
+        shutil.copytree(options.tree, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
+        scratch.mkdir()
+        results = {mode: run_mode(copy, files, mode, options.timeout, options.jobs, scratch) for mode in modes}
+    return results, [file.as_posix() for file in files]
 
 
 def main() -> int:
@@ -206,21 +452,25 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds one file may take (default 600)")
     parser.add_argument("--causes", type=int, default=10, help="how many of the commonest failure messages to print")
     parser.add_argument("--out", type=Path, help="write every test's outcome here, as JSON")
+    parser.add_argument("--from", dest="saved", type=Path, metavar="OUTCOMES_JSON",
+                        help="read the outcomes of a run saved with --out instead of running the suite")
+    check = parser.add_mutually_exclusive_group()
+    check.add_argument("--expected", action="store_true",
+                       help="compare every outcome with the table of expected status; exit 1 on any mismatch")
+    check.add_argument("--write-expected", action="store_true",
+                       help="rewrite the table of expected status from this run, keeping the reasons written")
+    parser.add_argument("--table", type=Path, default=EXPECTED_TABLE,
+                        help="the table of expected status (default %(default)s)")
     options = parser.parse_args()
     if options.jobs < 1 or options.timeout <= 0:
         parser.error("--jobs must be at least 1 and --timeout positive")
-    modes = list(MODES) if options.mode == "both" else [options.mode]
+    if options.saved and (options.only or options.files or options.out):
+        parser.error("--from reads a saved run: its files and modes are the run's (drop --only, --files and --out)")
+    if options.expected and not options.table.is_file():
+        parser.error(f"no table of expected status at {options.table}: write one with --write-expected")
     try:
-        if not options.tree.is_dir():
-            raise SuiteError(f"TorchNeuron's test tree is not at {options.tree}. "
-                             + WHERE_TO_GET_IT.format(default=DEFAULT_TREE))
-        files = suite_files(options.tree, options.only, options.files)
-        with tempfile.TemporaryDirectory(prefix="torchneuron-suite-") as temporary:
-            copy, scratch = Path(temporary) / "tree", Path(temporary) / "reports"
-            shutil.copytree(options.tree, copy, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
-            scratch.mkdir()
-            results = {mode: run_mode(copy, files, mode, options.timeout, options.jobs, scratch) for mode in modes}
+        expected = load_table(options.table) if options.expected or options.write_expected else {}
+        results, files = load_run(options.saved) if options.saved else run_suite(options)
     except (SuiteError, OSError, shutil.Error) as problem:
         print(f"torchneuron_suite: {problem}", file=sys.stderr)
         return 2
@@ -228,16 +478,29 @@ def main() -> int:
         print(table(mode, outcomes) + "\n")
         print(f"commonest failure and error messages ({mode}):")
         print(commonest_causes(outcomes, options.causes) + "\n")
-    if options.out:
-        record = {"date": datetime.date.today().isoformat(), "commit": project_commit(),
-                  "tree": str(options.tree.resolve()), "directories": sorted({directory_of(f) for f in files}),
-                  "files": len(files), "timeout_seconds": options.timeout,
-                  "modes": {mode: [asdict(o) for o in outcomes] for mode, outcomes in results.items()}}
-        try:
+    try:
+        if options.out:
+            record = {"date": datetime.date.today().isoformat(), "commit": project_commit(),
+                      "tree": str(options.tree.resolve()), "directories": sorted({f.split("/")[1] for f in files}),
+                      "files": files, "timeout_seconds": options.timeout,
+                      "modes": {mode: [asdict(o) for o in outcomes] for mode, outcomes in results.items()}}
             options.out.write_text(json.dumps(record, indent=1) + "\n")
-        except OSError as problem:
-            print(f"torchneuron_suite: cannot write {options.out}: {problem}", file=sys.stderr)
-            return 2
+        if options.write_expected:
+            new = regenerated(expected, results, files)
+            write_table(options.table, new)
+            placeholders = sum(entry["reason"].startswith(PLACEHOLDER) for entry in new.values())
+            print(f"wrote {len(new)} entries to {options.table} ({len(new) - len(expected):+d}); "
+                  f"{placeholders} carry a placeholder reason to replace")
+    except OSError as problem:
+        print(f"torchneuron_suite: cannot write: {problem}", file=sys.stderr)
+        return 2
+    if options.expected:
+        problems = mismatches(expected, results, files)
+        for problem in problems:
+            print(problem)
+        print(f"{len(problems)} mismatches with {options.table}" if problems
+              else f"every outcome is as {options.table} expects")
+        return 1 if problems else 0
     return 0
 
 

@@ -78,6 +78,9 @@ def _no_failure_left_untold():
 # compile/, distributed/ and profiler/ test in both modes, and execution/test_queue_differential.py compares the
 # modes op for op.
 DEVICE_FREE = {
+    # before "project/", the first entry that names a test being the one reported
+    "project/test_torchneuron_suite.py": "TorchNeuron's own tests, in processes of their own that each set the mode "
+                                         "they check",
     "project/": "checks of the repository's own sources (the environment table, the import layers)",
     "estimate/test_calibration.py": "re-estimates the published rows with the cost model's recipe path",
     "execution/test_queue_signals.py": "the queue workers' signal masks, read in fresh interpreters that set the mode",
