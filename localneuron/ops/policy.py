@@ -60,7 +60,8 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
-    _check_host_kernel_exists(schema)
+    tracked = tracking.tracked_name(name, schema.overload_name)
+    _check_host_kernel_exists(tracked)
     kind, listed = classify(op, args, kwargs)
     fix = HOST_KERNEL_FIXES.get(name)
     fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
@@ -69,13 +70,13 @@ def on_miss(op, args, kwargs):
     elif kind == tracking.FALLBACK:
         if read(FALLBACK_ERROR_VAR):
             raise RuntimeError(
-                f"{name} has no Neuron implementation and would run as a CPU fallback "
+                f"{tracked} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         route = Route.DEVICE if name in queueing.QUEUED_FALLBACKS else Route.PYTHON
         if route == Route.DEVICE:  # runs in C++ from now on: warned and attributed here, once
-            call_sites.record(call_sites.CPU_FALLBACK, name)
-            _warn_fallback(name)
+            call_sites.record(call_sites.CPU_FALLBACK, tracked)
+            _warn_fallback(tracked)
     elif fix is not None:
         kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
@@ -83,7 +84,7 @@ def on_miss(op, args, kwargs):
         # float64 must really be computed in float32 (downcast.py)
         route = Route.PYTHON if arguments.uses_float64(args, kwargs) else Route.DEVICE_WRAP_INT64
         if route == Route.DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
-            call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
+            call_sites.record(call_sites.SIXTY_FOUR_BIT, tracked)  # runs in C++ from now on: attributed here, once
         _warn_64bit(_sixty_four_bit_dtypes(args, kwargs))
     else:
         route = Route.DEVICE
@@ -115,9 +116,8 @@ def _priced(name, args, kwargs, outputs, on_host: bool) -> tuple[DeviceWork, flo
     return price_op(target, name, tensors, outputs, on_host), fused_seconds(target, name, tensors, outputs, on_host)
 
 
-def _check_host_kernel_exists(schema) -> None:
+def _check_host_kernel_exists(qualified: str) -> None:
     """Ops that only CUDA (cuDNN, MIOpen...) implements reach here when called directly on the device."""
-    qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(qualified, "CPU"):
         raise NotImplementedError(
             f"{qualified} has no implementation for the neuron device: PyTorch provides it only for other "
@@ -167,22 +167,23 @@ def _warn_64bit(dtypes: frozenset) -> None:
 def run_python(executable_id, op, args, kwargs):
     e = tracking.executable(executable_id)
     if e.kind == tracking.FALLBACK:
-        call_sites.record(call_sites.CPU_FALLBACK, e.op)
-        _warn_fallback(e.op)
+        call_sites.record(call_sites.CPU_FALLBACK, e.name)
+        _warn_fallback(e.name)
         return fallback.run_on_host(op, args, kwargs)
     fix = _host_kernel_fixes.get(executable_id)
     if fix is not None:
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
     if not _called_by_tensor_printing():
-        call_sites.record(call_sites.SIXTY_FOUR_BIT, e.op)
+        call_sites.record(call_sites.SIXTY_FOUR_BIT, e.name)
     _warn_64bit(_wide_dtypes[executable_id])
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 
 
 def on_device_failure(executable_id, op, args, kwargs, message):
     """The device execution of a native op raised: TorchNeuron retries it on the host unless told not to."""
-    name = op._schema.name
-    if tracking.executable(executable_id).kind == tracking.FALLBACK:  # a queued fallback: the host's own error
+    e = tracking.executable(executable_id)
+    name = e.name
+    if e.kind == tracking.FALLBACK:  # a queued fallback: the host's own error
         return fallback.run_on_host(op, args, kwargs)
     if read(ONLY_UNIMPLEMENTED_VAR):
         raise RuntimeError(
