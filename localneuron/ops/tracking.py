@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from localneuron import _C
 from localneuron.costmodel.work import DeviceWork
+from localneuron.ops import support
 from localneuron.runtime import line_time
 from localneuron.runtime.environment import read
 
@@ -43,7 +44,9 @@ class Executable:
     kind: str
     listed: bool     # whether the support table names the op (False: assumed native)
     signature: str
-    work: DeviceWork | None  # what one call costs on the simulated target, priced at the first (None: a view)
+    # what one call costs on the simulated target, priced at the first (None: a view, or a kernel of the device's
+    # own, whose copies and host reads are priced where they are issued)
+    work: DeviceWork | None
     estimated_compiled_seconds: float  # per call, were it part of a compiled graph
 
     @property
@@ -65,6 +68,18 @@ def register(executable: Executable) -> int:
     with _lock:
         _executables.append(executable)
         return len(_executables) - 1
+
+
+def register_kernel_executables() -> None:
+    """One executable per kernel of the device's own that TorchNeuron's trackers list (allocation, copies, metadata:
+    csrc/executor/executor.h CountedKernel); C++ counts their calls as it counts an executable's."""
+    ids = []
+    for qualified in _C.counted_kernel_names():
+        op, _, overload = qualified.partition(".")
+        _, listed = support.rule_for(op, set())
+        ids.append(register(Executable(op=op, overload=overload, kind=NATIVE, listed=listed, signature="",
+                                       work=None, estimated_compiled_seconds=0.0)))
+    _C.set_counted_kernel_executables(ids)
 
 
 def executable(executable_id: int) -> Executable:
