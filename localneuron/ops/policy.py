@@ -12,8 +12,9 @@ import sys
 
 import torch
 
+from localneuron import _C
 from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking
-from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
+from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
 from localneuron.runtime import call_sites
@@ -61,7 +62,8 @@ def on_miss(op, args, kwargs):
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
     tracked = tracking.tracked_name(name, schema.overload_name)
-    _check_host_kernel_exists(tracked)
+    if name not in RUN_ON_HOST:
+        _check_host_kernel_exists(tracked)
     kind, listed = classify(op, args, kwargs)
     fix = HOST_KERNEL_FIXES.get(name)
     fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
@@ -77,7 +79,7 @@ def on_miss(op, args, kwargs):
         if route == Route.DEVICE:  # runs in C++ from now on: warned and attributed here, once
             call_sites.record(call_sites.CPU_FALLBACK, tracked)
             _warn_fallback(tracked)
-    elif fix is not None:
+    elif fix is not None or name in RUN_ON_HOST:
         kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
@@ -170,6 +172,8 @@ def run_python(executable_id, op, args, kwargs):
         call_sites.record(call_sites.CPU_FALLBACK, e.name)
         _warn_fallback(e.name)
         return fallback.run_on_host(op, args, kwargs)
+    if e.op in RUN_ON_HOST:
+        return _run_on_aliases(RUN_ON_HOST[e.op], args, kwargs)
     fix = _host_kernel_fixes.get(executable_id)
     if fix is not None:
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
@@ -177,6 +181,26 @@ def run_python(executable_id, op, args, kwargs):
         call_sites.record(call_sites.SIXTY_FOUR_BIT, e.name)
     _warn_64bit(_wide_dtypes[executable_id])
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
+
+
+def _run_on_aliases(kernel, args, kwargs):
+    """An op whose device kernel is Python (its record's on_host): `kernel` computes on zero-copy host aliases of the
+    device tensors, so what it updates in place lands in device memory, and its results become device tensors
+    without a copy, as on the C++ device route (no transfer, nothing else tracked)."""
+    device = arguments.neuron_tensors(args, kwargs)[0].device
+    aliased_storages = set()
+
+    def alias(x):
+        if not (isinstance(x, torch.Tensor) and x.device.type == "neuron"):
+            return x
+        aliased_storages.add(x.untyped_storage().data_ptr())
+        return _C.cpu_alias(x)
+
+    def to_device(t):  # a result over an argument's bytes (the kernel returned its input) gets bytes of its own
+        return _C.adopt(t.clone() if t.untyped_storage().data_ptr() in aliased_storages else t, device.index)
+
+    host_args, host_kwargs = arguments.map_arguments(alias, args, kwargs)
+    return arguments.map_tensors(to_device, kernel(*host_args, **host_kwargs))
 
 
 def on_device_failure(executable_id, op, args, kwargs, message):
