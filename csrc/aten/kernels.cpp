@@ -1,5 +1,6 @@
 // The few ATen kernels a device must own in C++: allocation, metadata and views, copies and the
 // refusals of features Neuron does not have. Every other op goes through the executor.
+#include "executor/executor.h"
 #include "runtime/alias.h"
 #include "runtime/allocator.h"
 #include "runtime/device_state.h"
@@ -15,6 +16,7 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/new_empty_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_cpu_dispatch.h>
@@ -45,6 +47,7 @@ void check_memory_format(const char* op, std::optional<c10::MemoryFormat> format
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout>, std::optional<c10::Device> device,
                                std::optional<bool>, std::optional<c10::MemoryFormat>) {
+  count_kernel_call(CountedKernel::EmptyMemoryFormat);
   const c10::DeviceGuard guard(c10::device_or_default(device));
   return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype),
                                    c10::MemoryFormat::Contiguous);
@@ -54,13 +57,24 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
                    std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
                    std::optional<c10::MemoryFormat> format) {
   check_memory_format("_to_copy", format);
+  count_kernel_call(CountedKernel::ToCopy);
   return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  count_kernel_call(CountedKernel::EmptyStrided);
   const c10::DeviceGuard guard(c10::device_or_default(device));
   return at::detail::empty_strided_generic(size, stride, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype));
+}
+
+// An allocation of the device's own, as TorchNeuron counts it (as one op); its composite kernel, run whole by the
+// executor, would make a requested host tensor (device="cpu") a device one.
+at::Tensor new_empty(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                     std::optional<bool> pin_memory) {
+  count_kernel_call(CountedKernel::NewEmpty);
+  return at::native::new_empty_symint(self, size, dtype, layout, device, pin_memory);
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -76,6 +90,7 @@ void wait_for_device(const at::Tensor& t) {
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> format) {
   check_memory_format("resize_", format);
+  count_kernel_call(CountedKernel::Resize);
   wait_for_device(self);
   const c10::DeviceGuard guard(self.device());
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), format);
@@ -117,6 +132,7 @@ void check_copy(const at::Tensor& src, const at::Tensor& dst) {
 // (the host side may change or be read as soon as the call returns).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   check_copy(self, dst);
+  count_kernel_call(CountedKernel::CopyFrom);
   const bool from_device = self.is_privateuseone();
   const bool to_device = dst.is_privateuseone();
   count_transfer(from_device, to_device, static_cast<int64_t>(dst.nbytes()));
@@ -141,6 +157,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  count_kernel_call(CountedKernel::CopyFromAndResize);
   wait_for_device(dst);
   {
     const c10::DeviceGuard guard(dst.device());
@@ -150,6 +167,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  count_kernel_call(CountedKernel::LocalScalarDense);
   wait_for_device(self);
   note_host_sync(HostSync::ScalarRead);
   WorkScope work(Work::DeviceToHost);
@@ -161,11 +179,13 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
   TORCH_CHECK(src.is_privateuseone(), "set_: source tensor is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Move it first with .to('neuron').");
+  count_kernel_call(CountedKernel::SetSourceTensor);
   wait_for_device(self);
   return at::native::set_tensor_(self, src);
 }
 
 at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
+  count_kernel_call(CountedKernel::SetSourceStorage);
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
               "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
@@ -175,6 +195,7 @@ at::Tensor& set_source_storage(at::Tensor& self, at::Storage src) {
 
 at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t offset, c10::IntArrayRef size,
                                       c10::IntArrayRef stride) {
+  count_kernel_call(CountedKernel::SetSourceStorageOffset);
   TORCH_CHECK(src.device().is_privateuseone(), "set_: source storage is on ", src.device(),
               ", expected neuron (the devices must match, as on every PyTorch device). Copy the data to the "
               "device with torch.tensor(...).to('neuron') instead of sharing the host storage.");
@@ -184,12 +205,14 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage src, int64_t
 
 // set_() with no source: an empty storage of the tensor's own device (the CPU kernel would give it a host one).
 at::Tensor& set_empty(at::Tensor& self) {
+  count_kernel_call(CountedKernel::SetEmpty);
   wait_for_device(self);
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(self.device().type()), true);
   return at::cpu::set_(self, storage, 0, {0}, {});
 }
 
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  count_kernel_call(CountedKernel::HasCompatibleShallowCopyType);
   const auto dense = [](const at::Tensor& t) { return t.is_cpu() || t.is_privateuseone(); };
   return dense(self) && dense(from) && self.layout() == c10::kStrided && from.layout() == c10::kStrided;
 }
@@ -235,6 +258,7 @@ void count_transfer(bool from_device, bool to_device, int64_t bytes) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("new_empty", new_empty);
   m.impl("_to_copy", to_copy);
   m.impl("as_strided", as_strided);
   m.impl("resize_", resize_);

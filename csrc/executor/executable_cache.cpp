@@ -2,7 +2,10 @@
 
 #include "executor/executor.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <chrono>
 #include <mutex>
@@ -47,7 +50,32 @@ struct ThreadCache {
 };
 thread_local ThreadCache t_cache;
 
+constexpr size_t kCountedKernels = static_cast<size_t>(CountedKernel::Count);
+// in CountedKernel's order
+constexpr const char* kCountedKernelNames[kCountedKernels] = {
+    "aten::empty.memory_format", "aten::empty_strided", "aten::new_empty", "aten::_to_copy", "aten::resize_",
+    "aten::_copy_from",
+    "aten::_copy_from_and_resize", "aten::_local_scalar_dense", "aten::set_.source_Tensor",
+    "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_",
+    "aten::_has_compatible_shallow_copy_type"};
+std::atomic<int64_t> g_kernel_calls[kCountedKernels] = {};
+std::vector<int64_t> g_kernel_executables;  // set once at registration, before any kernel is counted
+
 }  // namespace
+
+std::vector<std::string> counted_kernel_names() {
+  return std::vector<std::string>(std::begin(kCountedKernelNames), std::end(kCountedKernelNames));
+}
+
+void set_counted_kernel_executables(const std::vector<int64_t>& ids) {
+  TORCH_CHECK(ids.size() == kCountedKernels, "set_counted_kernel_executables: expected ", kCountedKernels,
+              " executable ids (one per name of counted_kernel_names()), got ", ids.size());
+  g_kernel_executables = ids;
+}
+
+void count_kernel_call(CountedKernel kernel) {
+  g_kernel_calls[static_cast<size_t>(kernel)].fetch_add(1, std::memory_order_relaxed);
+}
 
 Executable* find_executable(uint64_t key) {
   if (Executable* exe = t_cache.find(key)) return exe;
@@ -85,12 +113,17 @@ std::vector<std::tuple<int64_t, int64_t>> executable_calls() {
     const int64_t n = exe->calls.load();
     if (n > 0) out.emplace_back(exe->id, n);
   }
+  for (size_t k = 0; k < g_kernel_executables.size(); k++) {
+    const int64_t n = g_kernel_calls[k].load();
+    if (n > 0) out.emplace_back(g_kernel_executables[k], n);
+  }
   return out;
 }
 
 void reset_executable_calls() {
   std::shared_lock<std::shared_mutex> lock(g_cache_mutex);
   for (auto& [key, exe] : g_cache) exe->calls = 0;
+  for (auto& calls : g_kernel_calls) calls = 0;
   g_hits = 0;
   g_misses = 0;
 }

@@ -33,7 +33,19 @@ struct ExecutorCounters {
   int64_t hits, misses, executables;
 };
 ExecutorCounters executor_counters();
-// (executable_id, calls) for every executable that ran since the last reset.
+// The device's own C++ kernels (aten/kernels.cpp) that TorchNeuron's trackers list as executed ops: allocation,
+// copies and metadata (its views are not listed, so they are not counted). Each counts its calls into the
+// executable the Python policy registered for it (ops/tracking.py), reported with the executor's executables.
+enum class CountedKernel : size_t {
+  EmptyMemoryFormat, EmptyStrided, NewEmpty, ToCopy, Resize, CopyFrom, CopyFromAndResize, LocalScalarDense,
+  SetSourceTensor, SetSourceStorage, SetSourceStorageOffset, SetEmpty, HasCompatibleShallowCopyType, Count
+};
+// "aten::name.overload" of each CountedKernel, in its order.
+std::vector<std::string> counted_kernel_names();
+// The executable id of each counted kernel, in counted_kernel_names()'s order; until set, calls are not counted.
+void set_counted_kernel_executables(const std::vector<int64_t>& ids);
+void count_kernel_call(CountedKernel kernel);
+// (executable_id, calls) for every executable and counted kernel that ran since the last reset.
 std::vector<std::tuple<int64_t, int64_t>> executable_calls();
 void reset_executable_calls();
 void clear_executables();

@@ -211,6 +211,10 @@ PYBIND11_MODULE(_C, m) {
     const ExecutorCounters c = executor_counters();
     return py::make_tuple(c.hits, c.misses, c.executables);
   });
+  m.def("counted_kernel_names", &counted_kernel_names,
+        "The device's own C++ kernels ('aten::empty_strided') whose calls are counted as executed ops.");
+  m.def("set_counted_kernel_executables", &set_counted_kernel_executables,
+        "The executable id of each counted kernel, in counted_kernel_names()'s order (ops/tracking.py).");
   m.def("executable_calls", &executable_calls);
   m.def("reset_executable_calls", &reset_executable_calls);
   m.def("clear_executables", [] {

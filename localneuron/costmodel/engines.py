@@ -24,9 +24,9 @@ FP32_MATMUL = (torch.float32, torch.float64)
 @dataclass(frozen=True)
 class Matmul:
     """TensorE GEMMs, found in the operands as `layout` places them: "mm" (a @ b), "addmm" (bias, a, b),
-    "bmm" (batched), "convolution" (im2col GEMM), "convolution_backward" (two of them), "linear_backward" (the
-    input's and the weight's gradients, and the bias's as a GEMM with a ones row: what output_mask skips is priced
-    too)."""
+    "bmm" (batched), "grouped_mm" (one GEMM per group of a MoE layer), "convolution" (im2col GEMM),
+    "convolution_backward" (two of them), "linear_backward" (the input's and the weight's gradients, and the
+    bias's as a GEMM with a ones row: what output_mask skips is priced too)."""
     layout: str
 
 
@@ -132,6 +132,11 @@ def _gemms(layout: str, inputs: list) -> list[tuple]:
     if layout == "bmm":
         a, b = mats[-2], mats[-1]
         return [(a.shape[0], a.shape[1], a.shape[2], b.shape[2], fp32)]
+    if layout == "grouped_mm":  # the groups split the rows of a 2-d a, the columns of a 2-d b, or K when both are
+        a, b = mats[0], mats[1]
+        if a.dim() == 3 and b.dim() == 3:
+            return [(a.shape[0], a.shape[1], a.shape[2], b.shape[2], fp32)]
+        return [(1, a.shape[-2], a.shape[-1], b.shape[-1], fp32)]
     # convolution as the GEMM of im2col: (batch x output positions) x (in channels x kernel) x out channels
     backward = layout == "convolution_backward"
     x, w = (mats[1], mats[2]) if backward and len(mats) >= 3 else (mats[0], mats[1])

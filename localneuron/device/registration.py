@@ -8,7 +8,7 @@ from torch._C._dynamo import eval_frame
 from localneuron import _C
 from localneuron.adaptive_eager import engine as adaptive_eager
 from localneuron.device import neuron_module, shutdown
-from localneuron.ops import op_records, policy, queueing
+from localneuron.ops import op_records, policy, queueing, tracking
 from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
 from localneuron.ops.refusals import register_refusals
@@ -58,6 +58,7 @@ def register() -> None:
     _C.set_launch_blocking(launch_blocking)
     _C.set_library_rule(call_sites.is_library)  # which frames are the user's: errors' lines and the report's
     _C.install_executor(**executor_contract())
+    tracking.register_kernel_executables()
     adaptive_eager.install()
     _C.set_host_sync_observer(host_syncs.observe)
     line_time.install()

@@ -143,9 +143,9 @@ class Trace(TorchDispatchMode):
             return out
         name = func._schema.name
         if kind == tracking.FALLBACK:
-            self.fallback_ops[name] += 1
+            self.fallback_ops[tracking.tracked_name(name, func._schema.overload_name)] += 1
         elif kind == tracking.NATIVE_32BIT:
-            self.computed_in_32bit[name] += 1
+            self.computed_in_32bit[tracking.tracked_name(name, func._schema.overload_name)] += 1
         returned = _tensors(out)
         outputs = returned + [t for t in written if not any(t is r for r in returned)]
         self.record(name, inputs, outputs, on_host=on_host, input_keys=input_keys)

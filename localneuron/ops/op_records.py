@@ -12,7 +12,10 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
     fallback_dtypes  dtypes a NATIVE op does not cover, run as CPU fallback (only where the source says so)
     run       WHOLE: the executor runs the composite op whole instead of its device decomposition (out=
               overloads keep their kernels); WHOLE_INCLUDING_OUT: every overload, out= included;
-              decompose(fn): the device runs fn (decompositions.py) instead of a CUDA-only kernel
+              decompose(fn): the device runs fn (decompositions.py) instead of a CUDA-only kernel;
+              on_host(fn): the device runs the op as one executable, tracked under its name, whose kernel is fn
+              (decompositions.py) on host copies of its arguments (results written back as a fallback's): a
+              CUDA-only op TorchNeuron implements as one op
     index_args_64bit_exempt  its int64 tensors are indices, used directly instead of computed in int32
     quirk     the CPU kernel differs from an accelerator for some signatures; the fix runs instead
               (host_kernel_fixes.py)
@@ -72,6 +75,8 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
 from dataclasses import dataclass
 from typing import Callable
 
+from torch._decomp.decompositions import _fused_rms_norm_backward  # PyTorch's reference decomposition
+
 from localneuron.costmodel.engines import (
     CONVERSION, FREE, MOVEMENT, REDUCTION, Attention, Elementwise, Matmul, Rows, use_rules,
 )
@@ -106,6 +111,18 @@ class Decompose:
 
 def decompose(fn: Callable, autograd: bool = False) -> Decompose:
     return Decompose(fn, autograd)
+
+
+@dataclass(frozen=True)
+class OnHost:
+    fn: Callable
+
+    def __str__(self) -> str:
+        return f"on_host({self.fn.__name__})"
+
+
+def on_host(fn: Callable) -> OnHost:
+    return OnHost(fn)
 
 
 # Adaptive Eager's dtype rules (Fuse.dtypes): adaptive_eager/fusible_ops.py says what each means
@@ -188,7 +205,7 @@ DOCS_ONLY = "marked implemented only in docs/ops.html"
 FOREACH = "optimizers: one op per parameter list instead of one per tensor"
 CELL = "CUDA-only fused RNN cell; aten::lstm / aten::gru pick it for any non-CPU input"
 ATTENTION = "CUDA-only attention kernel, reached by direct calls"
-SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator"
+SYNC_BATCH_NORM = "CUDA-only kernel that nn.SyncBatchNorm calls on any accelerator; TorchNeuron runs it as one op"
 OUT_DTYPE = "the out_dtype overload has only a CUDA kernel"
 FLOAT32_RANGE = ("float64 computes in float32 (the 64-bit rule), so float64 results overflow where float32's do "
                  "(past about 88 here; the CPU's float64 reaches 1e308): docs/limitations.md")
@@ -209,6 +226,7 @@ SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around de
 FLOAT_SCALE = "float scale factors may set the output size"
 ITS_BACKWARD = "its backward"
 ANTIALIASED = "antialiased interpolation in image preprocessing"
+ONE_OP = "TorchNeuron registers it and runs it as one op, tracked under its name; its composite kernel would run (and track) its parts"
 FMA = ("ATen computes `a + alpha * b` with one rounding (fused multiply-add), which the generated code does not "
        "reproduce bit for bit for other alphas")
 
@@ -318,12 +336,12 @@ OPS = {
     "aten::_foreach_zero": Record(run=WHOLE, why=FOREACH),
     "aten::_foreach_zero_": Record(run=WHOLE, why=FOREACH, overwrites=True),
     "aten::_fused_adamw_": Record(NATIVE),
-    "aten::_fused_rms_norm": Record(NATIVE, cost=Rows(vector=2, scalar=1)),
-    "aten::_fused_rms_norm_backward": Record(NATIVE, cost=Rows(vector=5)),
+    "aten::_fused_rms_norm": Record(NATIVE, run=WHOLE, why=ONE_OP, cost=Rows(vector=2, scalar=1)),
+    "aten::_fused_rms_norm_backward": Record(NATIVE, run=on_host(_fused_rms_norm_backward), why="the backward of _fused_rms_norm (run whole), which has kernels for CUDA and MPS only; TorchNeuron runs it as one op", cost=Rows(vector=5)),
     "aten::_fused_sgd_": Record(quirk=FUSED_SGD),
     "aten::_grid_sampler_2d_cpu_fallback": Record(run=WHOLE_INCLUDING_OUT, why=RAW_BYTES),
     "aten::_grid_sampler_2d_cpu_fallback_backward": Record(run=WHOLE, why=RAW_BYTES),
-    "aten::_grouped_mm": Record(NATIVE),
+    "aten::_grouped_mm": Record(NATIVE, run=WHOLE, why=ONE_OP + " (mm.out per group)", cost=Matmul("grouped_mm")),
     "aten::_has_compatible_shallow_copy_type": Record(NATIVE),
     "aten::_index_put_impl_": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::_lazy_clone": Record(run=decompose(lazy_clone), why="copy-on-write needs a plain host data pointer; device memory is cloned eagerly (the same values, the same independence)"),
@@ -395,12 +413,12 @@ OPS = {
     "aten::as_strided": Record(NATIVE),
     "aten::baddbmm": Record(cost=Matmul("bmm")),
     "aten::baddbmm.dtype": Record(run=decompose(baddbmm_dtype), why=OUT_DTYPE),
-    "aten::batch_norm_backward_elemt": Record(NATIVE, run=decompose(batch_norm_backward_elemt), why=SYNC_BATCH_NORM),
-    "aten::batch_norm_backward_reduce": Record(NATIVE, run=decompose(batch_norm_backward_reduce), why=SYNC_BATCH_NORM),
-    "aten::batch_norm_elemt": Record(NATIVE, run=decompose(batch_norm_elemt), why=SYNC_BATCH_NORM),
-    "aten::batch_norm_gather_stats": Record(run=decompose(batch_norm_gather_stats), why=SYNC_BATCH_NORM),
-    "aten::batch_norm_gather_stats_with_counts": Record(NATIVE, run=decompose(batch_norm_gather_stats_with_counts), why=SYNC_BATCH_NORM),
-    "aten::batch_norm_stats": Record(NATIVE, run=decompose(batch_norm_stats), why=SYNC_BATCH_NORM),
+    "aten::batch_norm_backward_elemt": Record(NATIVE, run=on_host(batch_norm_backward_elemt), why=SYNC_BATCH_NORM, cost=Elementwise(vector=2)),
+    "aten::batch_norm_backward_reduce": Record(NATIVE, run=on_host(batch_norm_backward_reduce), why=SYNC_BATCH_NORM, cost=REDUCTION),
+    "aten::batch_norm_elemt": Record(NATIVE, run=on_host(batch_norm_elemt), why=SYNC_BATCH_NORM, cost=Elementwise(vector=2)),
+    "aten::batch_norm_gather_stats": Record(run=on_host(batch_norm_gather_stats), why=SYNC_BATCH_NORM, cost=REDUCTION),
+    "aten::batch_norm_gather_stats_with_counts": Record(NATIVE, run=on_host(batch_norm_gather_stats_with_counts), why=SYNC_BATCH_NORM, cost=REDUCTION),
+    "aten::batch_norm_stats": Record(NATIVE, run=on_host(batch_norm_stats), why=SYNC_BATCH_NORM, cost=REDUCTION),
     "aten::bernoulli": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::bernoulli_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
     "aten::bincount": Record(index_args_64bit_exempt=True),
@@ -453,7 +471,7 @@ OPS = {
     "aten::fill_": Record(NATIVE, cost=MEMSET, overwrites=True),
     "aten::flip": Record(NATIVE, cost=MOVEMENT),
     "aten::floor_divide": Record(NATIVE),
-    "aten::full": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::full": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, fill_); out= calls keep their kernel (aten::full.out)", cost=MEMSET),
     "aten::full_like": Record(cost=FREE, issued=FILLED),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
@@ -484,8 +502,8 @@ OPS = {
     "aten::index_put_": Record(index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_select": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_select_backward": Record(NATIVE),
-    "aten::isfinite": Record(NATIVE, healthy_read=READS_TRUE),
-    "aten::isinf": Record(NATIVE, healthy_read=READS_FALSE),
+    "aten::isfinite": Record(NATIVE, run=WHOLE, why=ONE_OP + " (abs, eq, mul, ne); a bool result has no gradient", healthy_read=READS_TRUE),
+    "aten::isinf": Record(NATIVE, run=WHOLE, why=ONE_OP + " (abs, eq)", healthy_read=READS_FALSE),
     "aten::isnan": Record(NATIVE, healthy_read=READS_FALSE),
     "aten::isneginf": Record(NATIVE, healthy_read=READS_FALSE),
     "aten::isposinf": Record(healthy_read=READS_FALSE),
@@ -603,7 +621,7 @@ OPS = {
     "aten::roll": Record(cost=MOVEMENT),
     "aten::rsqrt": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("", FLOAT32),), fast=Fast(UNARY)),
     "aten::rsqrt_": Record(cost=SCALAR_PASS),
-    "aten::scalar_tensor": Record(NATIVE, cost=FREE),
+    "aten::scalar_tensor": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, fill_)", cost=MEMSET),
     "aten::scatter": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::scatter_": Record(NATIVE, index_args_64bit_exempt=True, why=DOCS_ONLY),
     "aten::scatter_add": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
@@ -681,7 +699,7 @@ OPS = {
     "aten::upsample_nearest2d": Record(shape_from_float_or_string=FLOAT_SCALE),
     "aten::upsample_nearest3d": Record(shape_from_float_or_string=FLOAT_SCALE),
     "aten::upsample_trilinear3d": Record(shape_from_float_or_string=FLOAT_SCALE),
-    "aten::value_selecting_reduction_backward": Record(NATIVE),
+    "aten::value_selecting_reduction_backward": Record(NATIVE, run=WHOLE, why=ONE_OP + " (zeros, scatter); run whole it keeps no autograd of its own, so the double backward of max/min/median/mode along a dim is refused", cost=MOVEMENT),
     "aten::var": Record(cost=REDUCTION),
     "aten::var_mean": Record(cost=REDUCTION),
     "aten::view": Record(NATIVE, healthy_read=READS_ITS_INPUT),
@@ -789,6 +807,7 @@ INDEX_OPS = frozenset(op for op, r in OPS.items() if r.index_args_64bit_exempt)
 UNSUPPORTED = {op: r.unsupported for op, r in OPS.items() if r.unsupported}
 HOST_KERNEL_FIXES = {op: r.quirk for op, r in OPS.items() if r.quirk}
 DECOMPOSITIONS = {op: r.run for op, r in OPS.items() if isinstance(r.run, Decompose)}
+RUN_ON_HOST = {op: r.run.fn for op, r in OPS.items() if isinstance(r.run, OnHost)}
 UNMARKED_WRITES = {op: list(r.writes) for op, r in OPS.items() if r.writes}
 COST_RULES = {op: r.cost for op, r in OPS.items() if r.cost is not None}
 use_rules(COST_RULES)  # the cost model prices each op by its record (it cannot import this layer)

@@ -12,8 +12,9 @@ import sys
 
 import torch
 
+from localneuron import _C
 from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking
-from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, UNSUPPORTED
+from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
 from localneuron.runtime import call_sites
@@ -60,7 +61,9 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
-    _check_host_kernel_exists(schema)
+    tracked = tracking.tracked_name(name, schema.overload_name)
+    if name not in RUN_ON_HOST:
+        _check_host_kernel_exists(tracked)
     kind, listed = classify(op, args, kwargs)
     fix = HOST_KERNEL_FIXES.get(name)
     fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
@@ -69,21 +72,21 @@ def on_miss(op, args, kwargs):
     elif kind == tracking.FALLBACK:
         if read(FALLBACK_ERROR_VAR):
             raise RuntimeError(
-                f"{name} has no Neuron implementation and would run as a CPU fallback "
+                f"{tracked} has no Neuron implementation and would run as a CPU fallback "
                 f"({FALLBACK_ERROR_VAR}=1 makes every CPU fallback an error). Move this computation to the "
                 f"CPU explicitly, replace the op, or unset {FALLBACK_ERROR_VAR}.")
         route = Route.DEVICE if name in queueing.QUEUED_FALLBACKS else Route.PYTHON
         if route == Route.DEVICE:  # runs in C++ from now on: warned and attributed here, once
-            call_sites.record(call_sites.CPU_FALLBACK, name)
-            _warn_fallback(name)
-    elif fix is not None:
+            call_sites.record(call_sites.CPU_FALLBACK, tracked)
+            _warn_fallback(tracked)
+    elif fix is not None or name in RUN_ON_HOST:
         kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
         # float64 must really be computed in float32 (downcast.py)
         route = Route.PYTHON if arguments.uses_float64(args, kwargs) else Route.DEVICE_WRAP_INT64
         if route == Route.DEVICE_WRAP_INT64 and not _called_by_tensor_printing():
-            call_sites.record(call_sites.SIXTY_FOUR_BIT, name)  # runs in C++ from now on: attributed here, once
+            call_sites.record(call_sites.SIXTY_FOUR_BIT, tracked)  # runs in C++ from now on: attributed here, once
         _warn_64bit(_sixty_four_bit_dtypes(args, kwargs))
     else:
         route = Route.DEVICE
@@ -115,9 +118,8 @@ def _priced(name, args, kwargs, outputs, on_host: bool) -> tuple[DeviceWork, flo
     return price_op(target, name, tensors, outputs, on_host), fused_seconds(target, name, tensors, outputs, on_host)
 
 
-def _check_host_kernel_exists(schema) -> None:
+def _check_host_kernel_exists(qualified: str) -> None:
     """Ops that only CUDA (cuDNN, MIOpen...) implements reach here when called directly on the device."""
-    qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(qualified, "CPU"):
         raise NotImplementedError(
             f"{qualified} has no implementation for the neuron device: PyTorch provides it only for other "
@@ -167,22 +169,45 @@ def _warn_64bit(dtypes: frozenset) -> None:
 def run_python(executable_id, op, args, kwargs):
     e = tracking.executable(executable_id)
     if e.kind == tracking.FALLBACK:
-        call_sites.record(call_sites.CPU_FALLBACK, e.op)
-        _warn_fallback(e.op)
+        call_sites.record(call_sites.CPU_FALLBACK, e.name)
+        _warn_fallback(e.name)
         return fallback.run_on_host(op, args, kwargs)
+    if e.op in RUN_ON_HOST:
+        return _run_on_aliases(RUN_ON_HOST[e.op], args, kwargs)
     fix = _host_kernel_fixes.get(executable_id)
     if fix is not None:
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))
     if not _called_by_tensor_printing():
-        call_sites.record(call_sites.SIXTY_FOUR_BIT, e.op)
+        call_sites.record(call_sites.SIXTY_FOUR_BIT, e.name)
     _warn_64bit(_wide_dtypes[executable_id])
     return downcast.run_narrowed(op, args, kwargs, _expected_dtypes.get(executable_id))
 
 
+def _run_on_aliases(kernel, args, kwargs):
+    """An op whose device kernel is Python (its record's on_host): `kernel` computes on zero-copy host aliases of the
+    device tensors, so what it updates in place lands in device memory, and its results become device tensors
+    without a copy, as on the C++ device route (no transfer, nothing else tracked)."""
+    device = arguments.neuron_tensors(args, kwargs)[0].device
+    aliased_storages = set()
+
+    def alias(x):
+        if not (isinstance(x, torch.Tensor) and x.device.type == "neuron"):
+            return x
+        aliased_storages.add(x.untyped_storage().data_ptr())
+        return _C.cpu_alias(x)
+
+    def to_device(t):  # a result over an argument's bytes (the kernel returned its input) gets bytes of its own
+        return _C.adopt(t.clone() if t.untyped_storage().data_ptr() in aliased_storages else t, device.index)
+
+    host_args, host_kwargs = arguments.map_arguments(alias, args, kwargs)
+    return arguments.map_tensors(to_device, kernel(*host_args, **host_kwargs))
+
+
 def on_device_failure(executable_id, op, args, kwargs, message):
     """The device execution of a native op raised: TorchNeuron retries it on the host unless told not to."""
-    name = op._schema.name
-    if tracking.executable(executable_id).kind == tracking.FALLBACK:  # a queued fallback: the host's own error
+    e = tracking.executable(executable_id)
+    name = e.name
+    if e.kind == tracking.FALLBACK:  # a queued fallback: the host's own error
         return fallback.run_on_host(op, args, kwargs)
     if read(ONLY_UNIMPLEMENTED_VAR):
         raise RuntimeError(

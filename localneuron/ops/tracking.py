@@ -1,7 +1,9 @@
 """What ran where: one record per compiled executable, counts from the C++ executor, warnings once.
 
 TorchNeuron's trackers (get_executed_ops / get_fallback_ops) hold unique op names; the portability
-report also wants per-op call counts, which come from the executor's per-executable counters.
+report also wants per-op call counts, which come from the executor's per-executable counters. Every
+list and table of ops (the trackers, the fallback warnings and call sites, the portability report,
+the per-op estimates of `localneuron estimate`) names an op by tracked_name().
 """
 import threading
 import warnings
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 
 from localneuron import _C
 from localneuron.costmodel.work import DeviceWork
+from localneuron.ops import support
 from localneuron.runtime import line_time
 from localneuron.runtime.environment import read
 
@@ -19,15 +22,36 @@ FALLBACK = "cpu_fallback"
 VIEW = "view"
 
 
+def tracked_name(op: str, overload: str) -> str:
+    """The name TorchNeuron's trackers list an op call under: the dispatcher's operator name, "aten::name" for
+    the default overload and "aten::name.overload" for any other (c10::OperatorName's own spelling).
+
+    Why (TorchNeuron's test suite, tests/python_ops and tests/operations): its assertions name non-default
+    overloads with the overload (aten::where.self, aten::sum.dim_IntList, aten::lerp.Scalar,
+    aten::repeat_interleave.Tensor, aten::max.dim, aten::arange.start_out, out= calls as aten::cumsum.out), which
+    only an overload-qualified tracker can satisfy, and default overloads by the bare name (aten::linear,
+    aten::resize_, aten::empty_strided, aten::_local_scalar_dense). Its helpers accept "aten::add" for a call of
+    add.Tensor because they also look for the short name ("add") inside each tracked name; its exact lookups
+    (`op in get_executed_ops()`) are of ops with only a default overload (embedding_dense_backward).
+    """
+    return f"{op}.{overload}" if overload else op
+
+
 @dataclass
 class Executable:
-    op: str          # "aten::add"
+    op: str          # "aten::add": the record and the cost rule are looked up by it
     overload: str    # "Tensor"
     kind: str
     listed: bool     # whether the support table names the op (False: assumed native)
     signature: str
-    work: DeviceWork | None  # what one call costs on the simulated target, priced at the first (None: a view)
+    # what one call costs on the simulated target, priced at the first (None: a view, or a kernel of the device's
+    # own, whose copies and host reads are priced where they are issued)
+    work: DeviceWork | None
     estimated_compiled_seconds: float  # per call, were it part of a compiled graph
+
+    @property
+    def name(self) -> str:
+        return tracked_name(self.op, self.overload)
 
     @property
     def estimated_seconds(self) -> float:
@@ -46,6 +70,18 @@ def register(executable: Executable) -> int:
         return len(_executables) - 1
 
 
+def register_kernel_executables() -> None:
+    """One executable per kernel of the device's own that TorchNeuron's trackers list (allocation, copies, metadata:
+    csrc/executor/executor.h CountedKernel); C++ counts their calls as it counts an executable's."""
+    ids = []
+    for qualified in _C.counted_kernel_names():
+        op, _, overload = qualified.partition(".")
+        _, listed = support.rule_for(op, set())
+        ids.append(register(Executable(op=op, overload=overload, kind=NATIVE, listed=listed, signature="",
+                                       work=None, estimated_compiled_seconds=0.0)))
+    _C.set_counted_kernel_executables(ids)
+
+
 def executable(executable_id: int) -> Executable:
     return _executables[executable_id]
 
@@ -56,20 +92,20 @@ def mark_fallback(executable_id: int) -> None:
 
 
 def op_counts() -> dict[str, Counter]:
-    """kind -> Counter(op name -> calls) since the last clear_op_tracking()."""
+    """kind -> Counter(tracked name -> calls) since the last clear_op_tracking()."""
     counts: dict[str, Counter] = {NATIVE: Counter(), NATIVE_32BIT: Counter(), FALLBACK: Counter(), VIEW: Counter()}
     for executable_id, calls in _C.executable_calls():
         e = _executables[executable_id]
-        counts[e.kind][e.op] += calls
+        counts[e.kind][e.name] += calls
     return counts
 
 
 def estimated_device_seconds() -> dict[str, float]:
-    """op name -> estimated NeuronCore seconds over all its calls since the last clear_op_tracking()."""
+    """tracked name -> estimated NeuronCore seconds over all its calls since the last clear_op_tracking()."""
     totals: Counter = Counter()
     for executable_id, calls in _C.executable_calls():
         e = _executables[executable_id]
-        totals[e.op] += calls * e.estimated_seconds
+        totals[e.name] += calls * e.estimated_seconds
     return dict(totals.most_common())
 
 
@@ -81,7 +117,7 @@ def estimated_compiled_seconds() -> float:
 
 def unlisted_native_ops() -> list[str]:
     ran = {op for kind in (NATIVE, NATIVE_32BIT) for op in op_counts()[kind]}
-    return sorted(e.op for e in _executables if not e.listed and e.op in ran)
+    return sorted({e.name for e in _executables if not e.listed and e.name in ran})
 
 
 def get_executed_ops() -> list[str]:

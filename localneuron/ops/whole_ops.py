@@ -4,15 +4,17 @@ Two kinds: every structured op (PyTorch would allocate its output on the device 
 out= variant; running it whole is one executable instead of two dispatches, and avoids out=
 resizes), and the composite ops whose records (op_records.py) say run=WHOLE, because TorchNeuron
 implements them as single ops or their composite code touches the tensors' bytes, or
-WHOLE_INCLUDING_OUT, because their composite code checks the device type. Factory and copy ops are
-otherwise left to their decompositions: their results may belong to the host. A
+WHOLE_INCLUDING_OUT, because their composite code checks the device type; and the CUDA-only ops whose
+records say on_host(fn), which have no kernel for the device to decompose but run as one executable whose
+kernel is fn (ops/policy.py). Factory and copy ops are otherwise left to their decompositions: their
+results may belong to the host. A
 CompositeImplicitAutograd op run whole keeps no autograd of its own: only records of ops without a
 gradient say so.
 """
 import torch
 
 from localneuron import _C
-from localneuron.ops.op_records import WHOLE, WHOLE_INCLUDING_OUT, record
+from localneuron.ops.op_records import RUN_ON_HOST, WHOLE, WHOLE_INCLUDING_OUT, record
 
 STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
 
@@ -28,6 +30,8 @@ def route_whole_ops() -> None:
         whole = run == WHOLE_INCLUDING_OUT or (run == WHOLE and not overload.endswith("out"))
         if whole and _decomposes_on_device(qualified):
             _C.route_whole(qualified.split("::")[1])
+    for qualified in RUN_ON_HOST:
+        _C.route_whole(qualified.split("::")[1])
 
 
 def _decomposes_on_device(qualified: str) -> bool:

@@ -6,7 +6,7 @@ import torch
 import torch.distributed._functional_collectives  # noqa: F401  (defines _c10d_functional::_wrap_tensor_autograd)
 
 from localneuron.ops import op_records
-from localneuron.ops.op_records import OPS, WHOLE, WHOLE_INCLUDING_OUT, Decompose
+from localneuron.ops.op_records import OPS, WHOLE, WHOLE_INCLUDING_OUT, Decompose, OnHost
 
 ALL_OPS = set(torch._C._dispatch_get_all_op_names())
 ALL_NAMES = {q.partition(".")[0] for q in ALL_OPS}
@@ -46,11 +46,16 @@ def test_special_records_say_why():
 
 
 def test_decomposed_ops_have_device_kernels():
+    on_host = 0
     for key, r in OPS.items():
         if isinstance(r.run, Decompose):
             keys = ("PrivateUse1", "AutogradPrivateUse1") if r.run.autograd else ("PrivateUse1",)
             for dispatch_key in keys:
                 assert torch._C._dispatch_has_kernel_for_dispatch_key(key, dispatch_key), (key, dispatch_key)
+        if isinstance(r.run, OnHost):  # the executor's kernel, which runs the record's kernel as one executable
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(key, "PrivateUse1"), key
+            on_host += 1
+    assert on_host == 7  # SyncBatchNorm's kernels and _fused_rms_norm_backward
 
 
 def test_whole_ops_are_routed_to_the_executor():

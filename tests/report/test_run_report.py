@@ -42,7 +42,7 @@ def test_every_event_is_attributed_to_the_user_line_with_counts(tmp_path):
     assert scalar_reads[f"{site('# ITEM')} in <module>"] == 4
     assert scalar_reads[f"{site('# BOOL')} in <module>"] == 4
     assert syncs["copy to host (.cpu(), .numpy(), .tolist())"] == {f"{site('# CPU')} in <module>": 4}
-    assert sources["64bit_downcast"]["aten::mul"] == {f"{site('# FLOAT64')} in <module>": 1}
+    assert sources["64bit_downcast"]["aten::mul.Tensor"] == {f"{site('# FLOAT64')} in <module>": 1}
     assert "Blocking host syncs by call site" in r.stdout and f"4 x {site('# CPU')} in <module>" in r.stdout
 
 

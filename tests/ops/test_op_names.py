@@ -1,0 +1,244 @@
+"""Op accounting under TorchNeuron's names: an op call is tracked as "aten::name" for its default overload and
+"aten::name.overload" for any other (ops/tracking.py tracked_name), in get_executed_ops(), get_fallback_ops(), the
+fallback warning and the portability report alike; the composites, fused ops, factories and metadata ops
+TorchNeuron runs as one op run on the device as that one tracked op (not as their parts), with the CPU's values
+and dtypes."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from localneuron.ops import tracking as op_tracking
+from localneuron.report import portability
+
+
+def executed_after(tracking, fn):
+    """What fn() returned, and the executed ops it left, read after the device's queue has drained."""
+    tracking.clear_op_tracking()
+    result = fn()
+    torch.neuron.synchronize()
+    return result, tracking.get_executed_ops()
+
+
+def assert_same(device_result, cpu_result):
+    """Values, dtype and shape of the device's result are the CPU's (NaN where the CPU has NaN)."""
+    device_results = device_result if isinstance(device_result, (tuple, list)) else (device_result,)
+    cpu_results = cpu_result if isinstance(cpu_result, (tuple, list)) else (cpu_result,)
+    assert len(device_results) == len(cpu_results)
+    for d, c in zip(device_results, cpu_results):
+        assert d.device.type == "neuron"
+        assert d.dtype == c.dtype
+        torch.testing.assert_close(d.cpu(), c, equal_nan=True)
+
+
+# -- the naming rule --
+
+def test_non_default_overloads_are_named_with_the_overload_and_default_ones_without(tracking):
+    x = torch.tensor([[1.0, -2.0], [3.0, -4.0]])
+    n = x.to("neuron")
+    result, executed = executed_after(tracking, lambda: (torch.where(n > 0, n, n * 2).sum(dim=1), n.mm(n), n.relu()))
+    assert {"aten::where.self", "aten::gt.Scalar", "aten::mul.Tensor", "aten::sum.dim_IntList", "aten::mm",
+            "aten::relu"} <= set(executed)
+    assert not {"aten::where", "aten::gt", "aten::mul", "aten::sum"} & set(executed)  # never the bare name as well
+    assert_same(result, (torch.where(x > 0, x, x * 2).sum(dim=1), x.mm(x), x.relu()))
+
+
+def test_tracked_name_is_the_dispatchers_operator_name():
+    for op in (torch.ops.aten.where.self, torch.ops.aten.mm.default, torch.ops.aten.add.out):
+        schema = op._schema
+        expected = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+        assert op_tracking.tracked_name(schema.name, schema.overload_name) == expected
+    assert op_tracking.tracked_name("aten::mm", "") == "aten::mm"
+    assert op_tracking.tracked_name("aten::cumsum", "out") == "aten::cumsum.out"
+
+
+def test_fallback_list_warning_and_report_use_the_same_names(tracking):
+    x = torch.tensor([3.0, 1.0, 2.0, 1.0])
+    n = x.to("neuron")
+    tracking.clear_op_tracking()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        drawn = torch.normal(n, 0.0)  # aten::normal.Tensor_float: a CPU fallback (no device RNG); std 0 gives the mean
+        total = n.sum(dim=0)
+    torch.neuron.synchronize()
+    assert_same(drawn, torch.normal(x, 0.0))
+    assert_same(total, x.sum(dim=0))
+    assert tracking.get_fallback_ops() == ["aten::normal.Tensor_float"]
+    assert any("Operator 'aten::normal.Tensor_float' executed via CPU fallback" in str(w.message) for w in caught)
+    data = portability.collect()
+    assert set(data["cpu_fallback_ops"]) == set(tracking.get_fallback_ops())
+    assert set(data["native_ops"]) | set(data["native_ops_computed_in_32bit"]) == set(tracking.get_executed_ops())
+    assert "aten::sum.dim_IntList" in data["native_ops"]
+    assert set(data["estimated_device_seconds_by_op"]) <= (set(data["native_ops"]) | set(data["cpu_fallback_ops"])
+                                                            | set(data["native_ops_computed_in_32bit"])
+                                                            | set(data["view_ops"]))
+    assert "aten::normal.Tensor_float" in data["estimated_device_seconds_by_op"]
+
+
+# -- composites and fused ops TorchNeuron runs as one op --
+
+SPECIALS = torch.tensor([1.0, -float("inf"), float("inf"), float("nan"), 0.0, -2.5])
+
+
+@pytest.mark.parametrize("op, parts", [
+    (torch.isfinite, {"aten::abs.out", "aten::ne.Scalar", "aten::eq.Tensor", "aten::mul.Tensor"}),
+    (torch.isinf, {"aten::abs.out", "aten::eq.Scalar"}),
+    (torch.isneginf, set()),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_float_classification_runs_as_one_op(tracking, op, parts):
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        x = SPECIALS.to(dtype) if dtype.is_floating_point else torch.tensor([1, -3, 0], dtype=dtype)
+        result, executed = executed_after(tracking, lambda: op(x.to("neuron")))
+        assert_same(result, op(x))
+        assert f"aten::{op.__name__}" in executed
+        assert not parts & set(executed)
+
+
+def test_max_along_a_dim_backward_is_one_value_selecting_reduction_backward(tracking):
+    x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], requires_grad=True)
+    n = x.detach().to("neuron").requires_grad_()
+    weights = torch.tensor([2.0, 3.0])
+    x.max(dim=1).values.mul(weights).sum().backward()
+    tracking.clear_op_tracking()
+    n.max(dim=1).values.mul(weights.to("neuron")).sum().backward()
+    torch.neuron.synchronize()
+    executed = tracking.get_executed_ops()
+    assert "aten::value_selecting_reduction_backward" in executed
+    assert not {"aten::scatter.src", "aten::scatter_.src"} & set(executed)
+    assert_same(n.grad, x.grad)
+
+
+def test_fused_rms_norm_runs_as_one_op_forward_and_backward(tracking):
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    weight = torch.rand(8, generator=torch.Generator().manual_seed(1)) + 0.5
+    cpu = torch.ops.aten._fused_rms_norm(x, [8], weight, 1e-5)
+    result, executed = executed_after(
+        tracking, lambda: torch.ops.aten._fused_rms_norm(x.to("neuron"), [8], weight.to("neuron"), 1e-5))
+    assert "aten::_fused_rms_norm" in executed
+    assert not {"aten::rsqrt", "aten::mean.dim", "aten::pow.Tensor_Scalar"} & set(executed)
+    assert_same(result, cpu)
+    # the gradient of the one op is the CPU's
+    xc, wc = x.clone().requires_grad_(), weight.clone().requires_grad_()
+    torch.ops.aten._fused_rms_norm(xc, [8], wc, 1e-5)[0].square().sum().backward()
+    xn, wn = x.to("neuron").requires_grad_(), weight.to("neuron").requires_grad_()
+    torch.ops.aten._fused_rms_norm(xn, [8], wn, 1e-5)[0].square().sum().backward()
+    assert_same((xn.grad, wn.grad), (xc.grad, wc.grad))
+
+
+def test_grouped_mm_runs_as_one_op_not_as_mm_per_group(tracking):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 8, generator=g).bfloat16()  # rows of a grouped by the offsets, one weight each
+    b = torch.randn(2, 8, 8, generator=g).bfloat16()
+    offsets = torch.tensor([2, 6], dtype=torch.int32)
+    cpu = torch._grouped_mm(a, b, offs=offsets)
+    on_device = [t.to("neuron") for t in (a, b, offsets)]
+    result, executed = executed_after(
+        tracking, lambda: torch._grouped_mm(on_device[0], on_device[1], offs=on_device[2]))
+    assert "aten::_grouped_mm" in executed
+    assert not {"aten::mm", "aten::mm.out"} & set(executed)
+    assert_same(result, cpu)
+
+
+def test_grouped_mm_is_priced_as_its_gemms():
+    from localneuron.costmodel.engines import Matmul, rule
+    assert rule("aten::_grouped_mm") == Matmul("grouped_mm")
+
+
+def _channel_stats(x, eps):
+    dims = [0] + list(range(2, x.dim()))
+    mean = x.mean(dims)
+    return mean, (x.var(dims, unbiased=False) + eps).rsqrt()
+
+
+def test_sync_batch_norm_kernels_run_as_one_op_each(tracking):
+    """The CUDA-only kernels nn.SyncBatchNorm calls, against the batch-norm statistics computed on the CPU."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, generator=g)
+    weight, bias = torch.rand(3, generator=g) + 0.5, torch.randn(3, generator=g)
+    eps = 1e-5
+    mean, invstd = _channel_stats(x, eps)
+    grad_out = torch.randn(4, 3, 5, generator=g)
+    n, w, b, dy = (t.to("neuron") for t in (x, weight, bias, grad_out))
+    counts = torch.tensor([20.0], device="neuron")
+    counts_int = torch.tensor([20], dtype=torch.int32, device="neuron")
+
+    stats, executed = executed_after(tracking, lambda: torch.batch_norm_stats(n, eps))
+    assert executed == ["aten::batch_norm_stats"]
+    assert_same(stats, (mean, invstd))
+
+    gathered, executed = executed_after(tracking, lambda: torch.batch_norm_gather_stats_with_counts(
+        n, stats[0][None], stats[1][None], None, None, 0.1, eps, counts))
+    assert executed == ["aten::batch_norm_gather_stats_with_counts"]
+    assert_same(gathered, (mean, invstd))
+
+    normalized, executed = executed_after(tracking, lambda: torch.batch_norm_elemt(n, w, b, stats[0], stats[1], eps))
+    assert executed == ["aten::batch_norm_elemt"]
+    expected = (x - mean[:, None]) * invstd[:, None] * weight[:, None] + bias[:, None]
+    assert_same(normalized, expected)
+
+    reduced, executed = executed_after(tracking, lambda: torch.batch_norm_backward_reduce(
+        dy, n, stats[0], stats[1], w, True, True, True))
+    assert executed == ["aten::batch_norm_backward_reduce"]
+    x_mu = x - mean[:, None]
+    sum_dy, sum_dy_xmu = grad_out.sum((0, 2)), (grad_out * x_mu).sum((0, 2))
+    assert_same(reduced, (sum_dy, sum_dy_xmu, sum_dy_xmu * invstd, sum_dy))
+
+    grad_in, executed = executed_after(tracking, lambda: torch.batch_norm_backward_elemt(
+        dy, n, stats[0], stats[1], w, reduced[0], reduced[1], counts_int))
+    assert executed == ["aten::batch_norm_backward_elemt"]
+    count = 20
+    expected = (grad_out - sum_dy[:, None] / count - x_mu * (invstd ** 2 * sum_dy_xmu / count)[:, None]) \
+        * (invstd * weight)[:, None]
+    assert_same(grad_in, expected)
+
+
+# -- factories and metadata ops: counted on the device when TorchNeuron counts them --
+
+@pytest.mark.parametrize("name, make", [
+    ("aten::scalar_tensor", lambda device: torch.scalar_tensor(2.5, dtype=torch.bfloat16, device=device)),
+    ("aten::full", lambda device: torch.full((2, 3), 7, dtype=torch.int32, device=device)),
+    ("aten::full", lambda device: torch.full((4,), -1.5, device=device)),
+    ("aten::empty.memory_format", lambda device: torch.empty(2, 3, device=device).fill_(4.0)),
+    ("aten::empty_strided", lambda device: torch.empty_strided((2, 3), (1, 2), device=device).zero_()),
+    ("aten::zero_", lambda device: torch.ones(3, device=device).zero_()),
+    ("aten::fill_.Scalar", lambda device: torch.zeros(3, dtype=torch.int64, device=device).fill_(9)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_factories_run_on_the_device_as_one_tracked_op(tracking, name, make):
+    result, executed = executed_after(tracking, lambda: make("neuron"))
+    assert name in executed
+    assert_same(result, make("cpu"))
+
+
+def test_new_empty_is_one_op_and_keeps_a_requested_device(tracking):
+    n = torch.arange(6.0).reshape(2, 3).to("neuron")
+    result, executed = executed_after(tracking, lambda: n.new_empty((4, 2), dtype=torch.float16))
+    assert "aten::new_empty" in executed
+    assert result.device.type == "neuron" and result.shape == (4, 2) and result.dtype == torch.float16
+    on_host = n.new_empty((3,), device="cpu")
+    assert on_host.device.type == "cpu" and on_host.shape == (3,)
+
+
+def test_resize_item_and_copies_are_tracked(tracking):
+    x = torch.arange(6.0)
+    n = x.to("neuron")
+    tracking.clear_op_tracking()
+    n.resize_(2, 2)
+    value = n[1, 1].item()
+    back = n.cpu()
+    executed = tracking.get_executed_ops()
+    assert {"aten::resize_", "aten::_local_scalar_dense"} <= set(executed)
+    assert value == x.resize_(2, 2)[1, 1].item()
+    torch.testing.assert_close(back, x)
+    assert tracking.get_fallback_ops() == []
+
+
+def test_kernel_calls_are_counted_per_call_and_cleared(tracking):
+    n = torch.ones(4, device="neuron")
+    tracking.clear_op_tracking()
+    for _ in range(3):
+        n.sum().item()
+    counts = op_tracking.op_counts()[op_tracking.NATIVE]
+    assert counts["aten::_local_scalar_dense"] == 3
+    tracking.clear_op_tracking()
+    assert "aten::_local_scalar_dense" not in tracking.get_executed_ops()
