@@ -255,23 +255,30 @@ void count_transfer(bool from_device, bool to_device, int64_t bytes) {
   else if (from_device) g_d2h.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+// Registers a kernel whose calls TorchNeuron's trackers list, naming its counter with the name it registers.
+template <class Kernel>
+void counted_impl(torch::Library& m, CountedKernel kernel, const char* name, Kernel&& fn) {
+  name_counted_kernel(kernel, name);
+  m.impl(name, std::forward<Kernel>(fn));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", empty_memory_format);
-  m.impl("empty_strided", empty_strided);
-  m.impl("new_empty", new_empty);
-  m.impl("_to_copy", to_copy);
+  counted_impl(m, CountedKernel::EmptyMemoryFormat, "empty.memory_format", empty_memory_format);
+  counted_impl(m, CountedKernel::EmptyStrided, "empty_strided", empty_strided);
+  counted_impl(m, CountedKernel::NewEmpty, "new_empty", new_empty);
+  counted_impl(m, CountedKernel::ToCopy, "_to_copy", to_copy);
   m.impl("as_strided", as_strided);
-  m.impl("resize_", resize_);
+  counted_impl(m, CountedKernel::Resize, "resize_", resize_);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("view", view);
-  m.impl("_copy_from", copy_from);
-  m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-  m.impl("set_.source_Tensor", set_source_tensor);
-  m.impl("set_.source_Storage", set_source_storage);
-  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
-  m.impl("set_", set_empty);
-  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+  counted_impl(m, CountedKernel::CopyFrom, "_copy_from", copy_from);
+  counted_impl(m, CountedKernel::CopyFromAndResize, "_copy_from_and_resize", copy_from_and_resize);
+  counted_impl(m, CountedKernel::LocalScalarDense, "_local_scalar_dense", local_scalar_dense);
+  counted_impl(m, CountedKernel::SetSourceTensor, "set_.source_Tensor", set_source_tensor);
+  counted_impl(m, CountedKernel::SetSourceStorage, "set_.source_Storage", set_source_storage);
+  counted_impl(m, CountedKernel::SetSourceStorageOffset, "set_.source_Storage_storage_offset", set_source_storage_offset);
+  counted_impl(m, CountedKernel::SetEmpty, "set_", set_empty);
+  counted_impl(m, CountedKernel::HasCompatibleShallowCopyType, "_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("record_stream", record_stream);
 }
 

@@ -51,20 +51,25 @@ struct ThreadCache {
 thread_local ThreadCache t_cache;
 
 constexpr size_t kCountedKernels = static_cast<size_t>(CountedKernel::Count);
-// in CountedKernel's order
-constexpr const char* kCountedKernelNames[kCountedKernels] = {
-    "aten::empty.memory_format", "aten::empty_strided", "aten::new_empty", "aten::_to_copy", "aten::resize_",
-    "aten::_copy_from",
-    "aten::_copy_from_and_resize", "aten::_local_scalar_dense", "aten::set_.source_Tensor",
-    "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_",
-    "aten::_has_compatible_shallow_copy_type"};
+// in CountedKernel's order, set by the kernels' registration: a function's static, since the registration runs while
+// the library's globals are still being initialised (in no set order across files)
+std::string* kernel_names() {
+  static std::string names[kCountedKernels];
+  return names;
+}
 std::atomic<int64_t> g_kernel_calls[kCountedKernels] = {};
 std::vector<int64_t> g_kernel_executables;  // set once at registration, before any kernel is counted
 
 }  // namespace
 
 std::vector<std::string> counted_kernel_names() {
-  return std::vector<std::string>(std::begin(kCountedKernelNames), std::end(kCountedKernelNames));
+  std::string* names = kernel_names();
+  for (size_t i = 0; i < kCountedKernels; ++i) TORCH_CHECK(!names[i].empty(), "counted kernel ", i, " was never registered");
+  return std::vector<std::string>(names, names + kCountedKernels);
+}
+
+void name_counted_kernel(CountedKernel kernel, const char* registered) {
+  kernel_names()[static_cast<size_t>(kernel)] = std::string("aten::") + registered;
 }
 
 void set_counted_kernel_executables(const std::vector<int64_t>& ids) {

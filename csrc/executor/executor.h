@@ -40,8 +40,11 @@ enum class CountedKernel : size_t {
   EmptyMemoryFormat, EmptyStrided, NewEmpty, ToCopy, Resize, CopyFrom, CopyFromAndResize, LocalScalarDense,
   SetSourceTensor, SetSourceStorage, SetSourceStorageOffset, SetEmpty, HasCompatibleShallowCopyType, Count
 };
-// "aten::name.overload" of each CountedKernel, in its order.
+// "aten::name.overload" of each CountedKernel, in its order: the name its registration gave it (name_counted_kernel).
 std::vector<std::string> counted_kernel_names();
+// Called by the registration of a counted kernel with the "name.overload" it registers (csrc/aten/kernels.cpp), so
+// the name the tracker reports is the one registered, written once.
+void name_counted_kernel(CountedKernel kernel, const char* registered);
 // The executable id of each counted kernel, in counted_kernel_names()'s order; until set, calls are not counted.
 void set_counted_kernel_executables(const std::vector<int64_t>& ids);
 void count_kernel_call(CountedKernel kernel);
