@@ -1,6 +1,8 @@
 """Exact memory accounting: a request that cannot be met raises torch.OutOfMemoryError and moves no
 counter but num_ooms (sizes that would overflow the rounding, a full device, a host that cannot back
 the device); OOM messages give real sizes; every memory function checks its device index."""
+import gc
+
 import pytest
 import torch
 
@@ -14,6 +16,10 @@ def counters_without_ooms(device: int) -> dict:
 
 
 def assert_failed_request_moved_nothing(device: int, request):
+    # tensors an earlier test left in reference cycles (a caught error's traceback keeps its frames) are freed now,
+    # not by a garbage collection that happens to run during the request
+    gc.collect()
+    torch.neuron.synchronize(device)
     before, ooms = counters_without_ooms(device), torch.neuron.memory_stats(device)["num_ooms"]
     with pytest.raises(torch.OutOfMemoryError) as error:
         request()
