@@ -1,5 +1,6 @@
 // The few ATen kernels a device must own in C++: allocation, metadata and views, copies and the
 // refusals of features Neuron does not have. Every other op goes through the executor.
+#include "aten/counted_impl.h"
 #include "executor/executor.h"
 #include "runtime/alias.h"
 #include "runtime/allocator.h"
@@ -156,12 +157,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// The kernel a CPU fallback writes its result back with (XLA's and TorchNeuron's use): a host tensor into a device one,
+// which is resized (through the dispatcher, so trackers list the resize_) only when it is empty.
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  TORCH_CHECK(self.is_cpu() && dst.is_privateuseone(), "_copy_from_and_resize: only support copy from cpu tensor to "
+              "neuron tensor (got ", self.device(), " to ", dst.device(), "). Use dst.copy_(src) for other copies.");
+  TORCH_CHECK(dst.numel() == 0 || dst.sizes() == self.sizes(), "_copy_from_and_resize: a non-empty destination must "
+              "have the same size as the source (got ", dst.sizes(), " and ", self.sizes(), "); pass an empty "
+              "destination to have it resized.");
   count_kernel_call(CountedKernel::CopyFromAndResize);
-  wait_for_device(dst);
-  {
+  if (dst.sizes() != self.sizes()) {
     const c10::DeviceGuard guard(dst.device());
-    at::native::resize_(dst, self.sizes(), std::nullopt);
+    dst.resize_(self.sizes());
   }
   return copy_from(self, dst, false);
 }
@@ -253,13 +260,6 @@ void count_transfer(bool from_device, bool to_device, int64_t bytes) {
   if (from_device && to_device) g_d2d.fetch_add(bytes, std::memory_order_relaxed);
   else if (to_device) g_h2d.fetch_add(bytes, std::memory_order_relaxed);
   else if (from_device) g_d2h.fetch_add(bytes, std::memory_order_relaxed);
-}
-
-// Registers a kernel whose calls TorchNeuron's trackers list, naming its counter with the name it registers.
-template <class Kernel>
-void counted_impl(torch::Library& m, CountedKernel kernel, const char* name, Kernel&& fn) {
-  name_counted_kernel(kernel, name);
-  m.impl(name, std::forward<Kernel>(fn));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -38,7 +38,8 @@ ExecutorCounters executor_counters();
 // executable the Python policy registered for it (ops/tracking.py), reported with the executor's executables.
 enum class CountedKernel : size_t {
   EmptyMemoryFormat, EmptyStrided, NewEmpty, ToCopy, Resize, CopyFrom, CopyFromAndResize, LocalScalarDense,
-  SetSourceTensor, SetSourceStorage, SetSourceStorageOffset, SetEmpty, HasCompatibleShallowCopyType, Count
+  SetSourceTensor, SetSourceStorage, SetSourceStorageOffset, SetEmpty, HasCompatibleShallowCopyType, LinearBackward,
+  Count
 };
 // "aten::name.overload" of each CountedKernel, in its order: the name its registration gave it (name_counted_kernel).
 std::vector<std::string> counted_kernel_names();

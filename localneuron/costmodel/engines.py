@@ -24,6 +24,7 @@ FP32_MATMUL = (torch.float32, torch.float64)
 @dataclass(frozen=True)
 class Matmul:
     """TensorE GEMMs, found in the operands as `layout` places them: "mm" (a @ b), "addmm" (bias, a, b),
+    "linear" (input (..., k), weight (n, k), bias),
     "bmm" (batched), "grouped_mm" (one GEMM per group of a MoE layer), "convolution" (im2col GEMM),
     "convolution_backward" (two of them), "linear_backward" (the input's and the weight's gradients, and the
     bias's as a GEMM with a ones row: what output_mask skips is priced too)."""
@@ -119,6 +120,10 @@ def _gemms(layout: str, inputs: list) -> list[tuple]:
         m = x.numel() // max(1, k)
         fp32 = any(t.dtype in FP32_MATMUL for t in inputs)
         return [(1, m, n, k, fp32), (1, n, m, k, fp32), (1, 1, m, n, fp32)]
+    if layout == "linear" and len(inputs) >= 2 and inputs[1].dim() == 2:  # input (..., k), weight (n, k), then the bias
+        x, weight = inputs[0], inputs[1]
+        n, k = weight.shape
+        return [(1, x.numel() // max(1, k), k, n, any(t.dtype in FP32_MATMUL for t in inputs))]
     mats = [t for t in inputs if t.dim() >= 2]
     if len(mats) < 2:
         return []

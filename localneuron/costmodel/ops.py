@@ -245,8 +245,7 @@ def eager_issues(chip: Chip, op: GraphOp) -> list[tuple[str, str, Breakdown]]:
 
 def _destination_bytes(op: GraphOp) -> int:
     """The bytes a copy writes: its destination once it holds the source, at the destination's dtype. A copy
-    broadcasts its source (copy_) or resizes its destination to it (_copy_from_and_resize, whose fake kernel
-    returns the destination unresized), so the destination holds as many elements as the larger of the two."""
+    broadcasts its source (copy_), so the destination holds as many elements as the larger of the two."""
     tensors = [t for _, t in op.inputs + op.outputs]
     if not op.outputs or not tensors:
         return 0

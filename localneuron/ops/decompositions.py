@@ -315,17 +315,3 @@ def register_decompositions(decompositions: dict) -> None:
         keys = ("PrivateUse1", "AutogradPrivateUse1") if decomposition.autograd else ("PrivateUse1",)
         for key in keys:
             _library.impl(qualified.removeprefix("aten::"), decomposition.fn, key)
-
-
-# -- linear_backward --
-
-
-def linear_backward(input, grad_output, weight, output_mask):
-    """The gradients of linear(input, weight, bias) that output_mask asks for (input, weight, bias), None for the
-    others. TorchNeuron registers this op; PyTorch's only kernel is MKLDNN's, so a direct call raises elsewhere."""
-    want_input, want_weight, want_bias = output_mask
-    grad_input = grad_output @ weight if want_input else None
-    rows = grad_output.reshape(-1, weight.shape[0])  # one row per position the weight was applied at
-    grad_weight = rows.t() @ input.reshape(-1, weight.shape[1]) if want_weight else None
-    grad_bias = rows.sum(0) if want_bias else None
-    return grad_input, grad_weight, grad_bias

@@ -86,7 +86,7 @@ from localneuron.ops.decompositions import (
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
-    lazy_clone, linear_backward, tensor_split_by_tensor,
+    lazy_clone, tensor_split_by_tensor,
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
@@ -235,7 +235,7 @@ OPS = {
     "aten::_convolution": Record(run=WHOLE, why="would end in convolution_overrideable, a hook every device must implement", cost=Matmul("convolution")),
     "aten::_convolution.deprecated": Record(why="TorchScript's legacy overload: its composite kernel calls _convolution (run whole), and keeps autograd"),
     "aten::_copy_from": Record(issued=COPY),
-    "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY, issued=COPY),
+    "aten::_copy_from_and_resize": Record(NATIVE, why=DOCS_ONLY + "; a kernel of the device's own (csrc/aten/kernels.cpp): a CPU fallback's result written back into an empty or same-size device tensor, which is a host-to-device transfer (priced where it is issued, as every transfer is)"),
     "aten::_efficient_attention_backward": Record(run=decompose(efficient_attention_backward), why=ATTENTION),
     "aten::_efficient_attention_forward": Record(run=decompose(efficient_attention_forward), why=ATTENTION),
     "aten::_embedding_bag": Record(index_args_64bit_exempt=True),
@@ -519,8 +519,8 @@ OPS = {
     "aten::linalg_lu_factor_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::linalg_qr": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::linalg_vector_norm": Record(NATIVE, cost=REDUCTION),
-    "aten::linear": Record(NATIVE),
-    "aten::linear_backward": Record(NATIVE, run=decompose(linear_backward), why="PyTorch's only kernel is MKLDNN's", cost=Matmul("linear_backward")),
+    "aten::linear": Record(NATIVE, run=WHOLE, why=ONE_OP + " (t and addmm, or matmul); its autograd kernel's backward is linear_backward (csrc/aten/linear.cpp)", cost=Matmul("linear")),
+    "aten::linear_backward": Record(NATIVE, why="the backward of linear (run whole), a kernel of the device's own (csrc/aten/linear.cpp): PyTorch's only kernel is MKLDNN's", cost=Matmul("linear_backward")),
     "aten::linspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::log": Record(NATIVE, cost=SCALAR_PASS),
     "aten::log1p": Record(cost=SCALAR_PASS),

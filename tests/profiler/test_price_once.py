@@ -299,7 +299,6 @@ def test_a_split_graph_costs_what_its_compiled_pieces_launch(tmp_path, quiet):
 # for it run eagerly, against what estimate prices
 ISSUE_CASES = {
     "aten::_copy_from": (lambda x, y: torch.ops.aten._copy_from(x, y), [(64, 32), (64, 32)]),
-    "aten::_copy_from_and_resize": (lambda x, y: torch.ops.aten._copy_from_and_resize(x, y), [(64, 32), (0,)]),
     "aten::_to_copy": (lambda x: torch.ops.aten._to_copy(x, dtype=torch.bfloat16), [(64, 32)]),
     "aten::_unsafe_view": (lambda x: torch.ops.aten._unsafe_view(x, (32, 64)), [(64, 32)]),
     "aten::copy_": (lambda x, y: y.copy_(x), [(64, 32), (64, 32)]),
