@@ -13,7 +13,7 @@ import sys
 import torch
 
 from localneuron import _C
-from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking
+from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking, whole_ops
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
@@ -29,6 +29,7 @@ ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
 _expected_dtypes: dict[int, list] = {}
 _wide_dtypes: dict[int, frozenset] = {}  # executable id -> its 64-bit tensor dtypes (the signature fixes them)
 _host_kernel_fixes: dict = {}  # executable id -> HostKernelFix
+_composite_kernel_runs: set[int] = set()  # executable ids of whole factories given a device (whole_ops.names_a_device)
 
 
 def _describe(args, kwargs) -> str:
@@ -67,6 +68,7 @@ def on_miss(op, args, kwargs):
     kind, listed = classify(op, args, kwargs)
     fix = HOST_KERNEL_FIXES.get(name)
     fix = fix if fix is not None and kind != tracking.FALLBACK and fix.applies(args, kwargs) else None
+    composite = kind != tracking.FALLBACK and whole_ops.names_a_device(op, args, kwargs)
     if kind == tracking.VIEW:
         route = Route.DEVICE
     elif kind == tracking.FALLBACK:
@@ -79,7 +81,7 @@ def on_miss(op, args, kwargs):
         if route == Route.DEVICE:  # runs in C++ from now on: warned and attributed here, once
             call_sites.record(call_sites.CPU_FALLBACK, tracked)
             _warn_fallback(tracked)
-    elif fix is not None or name in RUN_ON_HOST:
+    elif fix is not None or name in RUN_ON_HOST or composite:
         kind, route = tracking.NATIVE, Route.PYTHON
     elif kind == tracking.NATIVE_32BIT:
         # int64 arithmetic on in-range values, wrapped afterwards, is exactly the int32 computation;
@@ -101,6 +103,8 @@ def on_miss(op, args, kwargs):
         _wide_dtypes[executable_id] = _sixty_four_bit_dtypes(args, kwargs)
     if fix is not None:
         _host_kernel_fixes[executable_id] = fix
+    if composite:
+        _composite_kernel_runs.add(executable_id)
     execution = queueing.execution_of(op, route, kind == tracking.VIEW, args, kwargs, static_shapes)
     return route, execution, executable_id, int((work.seconds if work is not None else 0.0) * 1e9)
 
@@ -174,6 +178,8 @@ def run_python(executable_id, op, args, kwargs):
         return fallback.run_on_host(op, args, kwargs)
     if e.op in RUN_ON_HOST:
         return _run_on_aliases(RUN_ON_HOST[e.op], args, kwargs)
+    if executable_id in _composite_kernel_runs:
+        return whole_ops.composite_kernel(op, args, kwargs)
     fix = _host_kernel_fixes.get(executable_id)
     if fix is not None:
         return fallback.run_on_host(op, args, kwargs, kernel=functools.partial(fix.kernel, op))

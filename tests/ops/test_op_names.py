@@ -213,6 +213,84 @@ def test_factories_run_on_the_device_as_one_tracked_op(tracking, name, make):
     assert_same(result, make("cpu"))
 
 
+@pytest.mark.parametrize("name, make, source", [
+    ("aten::zeros", lambda _: torch.zeros(2, 3, device=_.device), torch.empty(0)),
+    ("aten::zeros", lambda _: torch.zeros((), dtype=torch.bool, device=_.device), torch.empty(0)),
+    ("aten::ones_like", lambda x: torch.ones_like(x.t()), torch.arange(6.0).reshape(2, 3)),
+    ("aten::ones_like", lambda x: torch.ones_like(x, dtype=torch.float16), torch.zeros(3, dtype=torch.int64)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_zeros_and_ones_like_run_whole_not_as_an_allocation_and_a_fill(tracking, name, make, source):
+    """`source` gives the device (and, for ones_like, the tensor whose shape, dtype and strides it copies)."""
+    on_device = source.to("neuron")
+    result, executed = executed_after(tracking, lambda: make(on_device))
+    assert name in executed
+    assert not {"aten::zero_", "aten::fill_.Scalar", "aten::empty.memory_format", "aten::empty_strided"} & set(
+        executed)
+    assert_same(result, make(source))
+    assert result.stride() == make(source).stride()
+
+
+def test_a_factory_run_whole_keeps_the_device_its_call_names(tracking):
+    n = torch.arange(6.0).reshape(2, 3).to("neuron")
+    on_host = torch.ones_like(n, device="cpu")
+    torch.testing.assert_close(on_host, torch.ones(2, 3), rtol=0, atol=0)
+    assert on_host.device.type == "cpu"
+    other_core = torch.ones_like(n, device="neuron:1", dtype=torch.int32)
+    assert other_core.device == torch.device("neuron:1") and other_core.dtype == torch.int32
+    torch.testing.assert_close(other_core.cpu(), torch.ones(2, 3, dtype=torch.int32), rtol=0, atol=0)
+    assert torch.zeros(2, device="neuron:1").device == torch.device("neuron:1")
+    leaf = torch.zeros(2, 3, device="neuron", requires_grad=True)
+    leaf.mul(torch.arange(6.0).reshape(2, 3).to("neuron")).sum().backward()
+    assert leaf.grad_fn is None and leaf.is_leaf
+    torch.testing.assert_close(leaf.grad.cpu(), torch.arange(6.0).reshape(2, 3))
+
+
+@pytest.mark.parametrize("num_classes", [-1, 5])
+def test_one_hot_runs_as_one_op(tracking, num_classes):
+    for values in ([0, 2, 1], [3, 0, 3, 1]):  # inferred classes: the output's width follows the data
+        x = torch.tensor(values)
+        result, executed = executed_after(tracking, lambda: F.one_hot(x.to("neuron"), num_classes))
+        assert "aten::one_hot" in executed
+        assert not {"aten::scatter_.value", "aten::zeros", "aten::max"} & set(executed)
+        assert_same(result, F.one_hot(x, num_classes))
+
+
+INDEX_SELECT_CASES = [((5, 3), 0, [0, 2, 2]), ((2, 4, 3), 1, [3, 0]), ((4, 3), -1, [])]
+
+
+@pytest.mark.parametrize("sizes, dim, indices", INDEX_SELECT_CASES)
+def test_index_select_backward_runs_as_one_op(tracking, sizes, dim, indices):
+    index = torch.tensor(indices, dtype=torch.long)
+    grad_sizes = list(sizes)
+    grad_sizes[dim] = len(indices)
+    grad = torch.randn(grad_sizes, generator=torch.Generator().manual_seed(0)).bfloat16()
+    result, executed = executed_after(tracking, lambda: torch.ops.aten.index_select_backward(
+        grad.to("neuron"), sizes, dim, index.to("neuron")))
+    assert "aten::index_select_backward" in executed
+    assert not {"aten::index_add_", "aten::index_add", "aten::zeros", "aten::zero_"} & set(executed)
+    assert_same(result, torch.ops.aten.index_select_backward(grad, sizes, dim, index))
+
+
+def test_index_select_keeps_its_double_backward(tracking):
+    """index_select_backward has no autograd kernel of its own: run whole, PyTorch's autograd fallback would let a
+    double backward drop its path silently (here the gradient of g would miss gx's share); it runs its decomposition
+    while its gradient is recorded, and whole in a plain backward."""
+    def gradients(device):
+        x = torch.arange(15.0).reshape(5, 3).to(device).requires_grad_()
+        g = torch.arange(9.0).reshape(3, 3).to(device).requires_grad_()
+        index = torch.tensor([0, 2, 2]).to(device)
+        gx, = torch.autograd.grad(torch.index_select(x, 0, index), x, g, create_graph=True)
+        gg, = torch.autograd.grad(gx.square().sum() + g.sum(), g)
+        return gx.detach(), gg
+
+    assert_same(gradients("neuron"), gradients("cpu"))
+    x = torch.ones(5, 3, device="neuron", requires_grad=True)
+    _, executed = executed_after(
+        tracking, lambda: torch.index_select(x, 0, torch.tensor([1, 4], device="neuron")).sum().backward())
+    assert "aten::index_select_backward" in executed
+    assert "aten::index_add_" not in executed
+
+
 def test_new_empty_is_one_op_and_keeps_a_requested_device(tracking):
     n = torch.arange(6.0).reshape(2, 3).to("neuron")
     result, executed = executed_after(tracking, lambda: n.new_empty((4, 2), dtype=torch.float16))
