@@ -3,6 +3,8 @@
 Names follow TorchNeuron 2.33 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html);
 each comes from the localneuron layer that implements it.
 """
+import sys
+
 import localneuron  # noqa: F401  (registers the device when autoload is disabled)
 from localneuron.device.devices import (  # noqa: F401
     current_device, device, device_count, get_device_properties, synchronize,
@@ -21,7 +23,8 @@ from localneuron.nki import nki_op, wrap_nki  # noqa: F401
 from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: F401
 from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distributed: the c10d backend "neuron")
 from torch_neuronx import memory  # noqa: F401,E402
-from torch_neuronx import neuron  # noqa: F401,E402
+from localneuron.device import neuron_module as neuron  # noqa: E402
+sys.modules[f"{__name__}.neuron"] = neuron  # torch_neuronx.neuron is torch.neuron: one module, as in TorchNeuron
 from torch_neuronx import profiling  # noqa: F401,E402
 from torch_neuronx import utils  # noqa: F401,E402  (the configuration questions TorchNeuron's tests ask)
 from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (TorchNeuron's top-level name)

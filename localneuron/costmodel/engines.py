@@ -136,6 +136,8 @@ def _gemms(layout: str, inputs: list) -> list[tuple]:
         return [(1, a.shape[0], a.shape[1], b.shape[1], fp32)]
     if layout == "bmm":
         a, b = mats[-2], mats[-1]
+        if a.dim() != 3 or b.dim() != 3:  # priced before the kernel runs: leave the refusal to its own check
+            return []
         return [(a.shape[0], a.shape[1], a.shape[2], b.shape[2], fp32)]
     if layout == "grouped_mm":  # the groups split the rows of a 2-d a, the columns of a 2-d b, or K when both are
         a, b = mats[0], mats[1]

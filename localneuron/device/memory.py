@@ -107,7 +107,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     ]
     lines = [
         f"|{'=' * 75}|",
-        f"| localneuron memory summary, device neuron:{index} (simulated HBM capacity "
+        f"| Neuron Memory Summary, Device neuron:{index} (simulated HBM of "
         f"{bytes_text(c['capacity'])})".ljust(76) + "|",
         f"|{'-' * 75}|",
         f"| {'Metric':<22}|{'Cur Usage':>13}|{'Peak Usage':>13}|{'Tot Alloc':>12}|{'Tot Freed':>11}|",

@@ -6,8 +6,8 @@ from localneuron import _C
 from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from localneuron.device import memory
 from localneuron.device.devices import (
-    current_device, device, device_count, get_device_name, get_device_properties, init, is_available,
-    is_initialized, set_device, synchronize,
+    _index, current_device, device, device_count, get_device_name, get_device_properties, init, is_available,
+    is_initialized, synchronize,
 )
 from localneuron.device.memory import (
     empty_cache, host_memory_stats, host_memory_stats_as_nested_dict, max_memory_allocated, max_memory_reserved,
@@ -22,6 +22,13 @@ from localneuron.device.random import (
 from localneuron.device.streams import (
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
+
+
+def set_device(device) -> None:
+    """Hands the index to torch_neuronx.set_device, looked up at each call (None: the current device), as
+    TorchNeuron's torch.neuron.set_device does: its tests replace that function and watch the call."""
+    import torch_neuronx  # at call time: torch_neuronx imports this module
+    torch_neuronx.set_device(current_device() if device is None else _index(device))
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:

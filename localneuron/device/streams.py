@@ -40,21 +40,26 @@ def set_stream(stream) -> None:
 
 
 class StreamContext:
-    """Makes `stream` current inside the block (None leaves the current stream as it is)."""
+    """Makes `stream` current inside the block (None leaves the current stream as it is); on leaving it, the
+    stream's device and the device current before the block get back their streams, and the current device is
+    the one before the block (setting a stream also makes its device current), as torch.cuda.stream does."""
 
     def __init__(self, stream):
         self.stream = stream
-        self.previous = None
+        self.previous = None  # (the current stream before the block, the stream's device's stream before it)
 
     def __enter__(self):
         if self.stream is not None:
-            self.previous = torch.accelerator.current_stream(self.stream.device_index)
+            self.previous = (torch.accelerator.current_stream(),
+                             torch.accelerator.current_stream(self.stream.device_index))
             torch.accelerator.set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
         if self.previous is not None:
-            torch.accelerator.set_stream(self.previous)
+            current_device_stream, stream_device_stream = self.previous
+            torch.accelerator.set_stream(stream_device_stream)
+            torch.accelerator.set_stream(current_device_stream)
         return False
 
 

@@ -3,7 +3,8 @@
 The device runs ops as the host's CPU kernels. Where a CPU kernel refuses a dtype an accelerator
 accepts, or gets it wrong, the device runs the replacement below for the signatures it `applies` to
 (on host copies of the inputs, results written back like a fallback, but counted as a native op).
-Each replacement computes in float32 what the CPU kernel would compute at full precision.
+Each replacement computes in float32 what the CPU kernel would compute at full precision, or raises the error
+TorchNeuron raises where the CPU kernel's differs in type.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -163,6 +164,57 @@ def _orthogonal_polynomial(op, x, n, *, out=None):
     return out.resize_(result.shape).copy_(result)
 
 
+def _converts_half_to_float(args, kwargs) -> bool:
+    return kwargs["half_to_float"] if "half_to_float" in kwargs else args[2]
+
+
+def _softmax_half_to_float(op, x, dim, half_to_float, *, out=None):
+    # what the accelerator's kernel computes: the float16 input read in float32, a float32 result
+    result = op.overloadpacket(x.float(), dim, False)
+    if out is None:
+        return result
+    return out.resize_(result.shape).copy_(result)
+
+
+def _gradient_to_half(args, kwargs) -> bool:
+    input_dtype = kwargs["input_dtype"] if "input_dtype" in kwargs else args[3]
+    return args[0].dtype != input_dtype
+
+
+def _softmax_backward_to_half(op, grad_output, output, dim, input_dtype, *, grad_input=None):
+    # the backward of a half_to_float softmax: computed in float32, the gradient in the input's float16
+    result = op.overloadpacket(grad_output, output, dim, grad_output.dtype).to(input_dtype)
+    if grad_input is None:
+        return result
+    return grad_input.resize_(result.shape).copy_(result)
+
+
+def _out_of_another_dtype(args, kwargs) -> bool:
+    out = kwargs.get("out")
+    return out is not None and out.dtype != args[0].dtype
+
+
+def _refuse_out_of_another_dtype(op, x, *args, out, **kwargs):
+    raise TypeError(f"Expected the dtype for input and out to match, but got {x.dtype} for input's dtype and "
+                    f"{out.dtype} for out's dtype. Pass an out= tensor of dtype {x.dtype}, or call "
+                    f"{op.overloadpacket.__name__} without out= and convert its result with .to({out.dtype}).")
+
+
+def _output_mask(args, kwargs) -> list:
+    return kwargs["output_mask"] if "output_mask" in kwargs else args[10]
+
+
+def _bias_gradient_without_weight_gradient(args, kwargs) -> bool:
+    _, weight_wanted, bias_wanted = _output_mask(args, kwargs)
+    return bias_wanted and not weight_wanted
+
+
+def _convolution_backward(op, *args, **kwargs):
+    # the gradients output_mask leaves out are None, as CUDA returns them
+    results = op(*args, **kwargs)
+    return tuple(r if wanted else None for r, wanted in zip(results, _output_mask(args, kwargs)))
+
+
 HISTC = HostKernelFix("histogram_cpu refuses integer inputs and counts in the input's low precision (saturates)",
                       _histc_needs_fix, _histc)
 FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat16 parameters",
@@ -179,3 +231,16 @@ LOGIT_BACKWARD = HostKernelFix("the CPU kernel's vectorized and scalar loops dis
 ORTHOGONAL_POLYNOMIAL = HostKernelFix("the CPU kernels' recurrences return an uninitialized value at x=NaN for n>=2 "
                                       "(their loop stops before its first step); the device returns NaN",
                                       _every_call, _orthogonal_polynomial)
+CONVOLUTION_BACKWARD = HostKernelFix("the CPU kernel returns a weight gradient output_mask did not ask for when it "
+                                     "asks for the bias gradient (4-D for a 1-d convolution); the device returns None",
+                                     _bias_gradient_without_weight_gradient, _convolution_backward)
+SOFTMAX_HALF_TO_FLOAT = HostKernelFix("the CPU kernels of _softmax and _log_softmax refuse half_to_float=True, which "
+                                      "an accelerator computes in float32 from its float16 input",
+                                      _converts_half_to_float, _softmax_half_to_float)
+SOFTMAX_BACKWARD_TO_HALF = HostKernelFix("the CPU kernels of the softmax backwards refuse a gradient of another "
+                                         "dtype than the input's (the backward of half_to_float=True)",
+                                         _gradient_to_half, _softmax_backward_to_half)
+OUT_OF_ANOTHER_DTYPE = HostKernelFix("the CPU kernel refuses an out= of another dtype than the input with a "
+                                     "RuntimeError naming ATen's scalar types (Int, Float); TorchNeuron raises "
+                                     "TypeError naming the torch dtypes", _out_of_another_dtype,
+                                     _refuse_out_of_another_dtype)

@@ -83,15 +83,15 @@ from localneuron.costmodel.engines import (
 from localneuron.costmodel.ops import COPY, NOTHING
 from localneuron.ops.decompositions import (
     addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
-    batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
+    batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype, contiguous,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
     lazy_clone, tensor_split_by_tensor,
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
-    BATCH_NORM, BATCH_NORM_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD, ORTHOGONAL_POLYNOMIAL,
-    HostKernelFix,
+    BATCH_NORM, BATCH_NORM_BACKWARD, CONVOLUTION_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD,
+    ORTHOGONAL_POLYNOMIAL, OUT_OF_ANOTHER_DTYPE, SOFTMAX_BACKWARD_TO_HALF, SOFTMAX_HALF_TO_FLOAT, HostKernelFix,
 )
 
 NATIVE = "native"
@@ -350,8 +350,8 @@ OPS = {
     "aten::_linalg_slogdet": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::_linalg_svd": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::_local_scalar_dense": Record(NATIVE, why="reads the value back through a host copy", cost=FREE),
-    "aten::_log_softmax": Record(NATIVE, cost=Rows(vector=2, scalar=2)),
-    "aten::_log_softmax_backward_data": Record(NATIVE, cost=Rows(vector=3, scalar=1)),
+    "aten::_log_softmax": Record(NATIVE, quirk=SOFTMAX_HALF_TO_FLOAT, cost=Rows(vector=2, scalar=2)),
+    "aten::_log_softmax_backward_data": Record(NATIVE, quirk=SOFTMAX_BACKWARD_TO_HALF, cost=Rows(vector=3, scalar=1)),
     "aten::_native_multi_head_attention": Record(NATIVE),
     "aten::_nested_from_padded": Record(unsupported=NESTED),
     "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
@@ -367,8 +367,8 @@ OPS = {
     "aten::_scaled_dot_product_fused_attention_overrideable": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook for fused SDPA; its default raises", cost=ATTENTION_FORWARD, int_results_from_shapes="max_q and max_k are the sequence lengths", seeded_without_draws="dropout only; its host kernel (csrc/aten/attention.cpp, CPU flash attention) refuses dropout_p > 0"),
     "aten::_scaled_dot_product_fused_attention_overrideable_backward": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why="the device hook's backward; its default raises", cost=ATTENTION_BACKWARD),
     "aten::_scaled_mm": Record(CPU_FALLBACK, why="no Neuron kernel in the snapshot", cost=Matmul("mm")),
-    "aten::_softmax": Record(NATIVE, cost=Rows(vector=2, scalar=1)),
-    "aten::_softmax_backward_data": Record(NATIVE, cost=Rows(vector=4)),
+    "aten::_softmax": Record(NATIVE, quirk=SOFTMAX_HALF_TO_FLOAT, cost=Rows(vector=2, scalar=1)),
+    "aten::_softmax_backward_data": Record(NATIVE, quirk=SOFTMAX_BACKWARD_TO_HALF, cost=Rows(vector=4)),
     "aten::_sparse_bsc_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
     "aten::_sparse_bsr_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
     "aten::_sparse_compressed_tensor_unsafe": Record(unsupported=SPARSE, why=SPARSE_FACTORY),
@@ -403,8 +403,8 @@ OPS = {
     "aten::addmv_": Record(NATIVE),
     "aten::alias": Record(healthy_read=READS_ITS_INPUT),
     "aten::all": Record(NATIVE, cost=REDUCTION, healthy_read=READS_ITS_INPUT),
-    "aten::amax": Record(NATIVE, cost=REDUCTION),
-    "aten::amin": Record(NATIVE, cost=REDUCTION),
+    "aten::amax": Record(NATIVE, quirk=OUT_OF_ANOTHER_DTYPE, cost=REDUCTION),
+    "aten::amin": Record(NATIVE, quirk=OUT_OF_ANOTHER_DTYPE, cost=REDUCTION),
     "aten::any": Record(NATIVE, cost=REDUCTION, healthy_read=READS_ITS_INPUT),
     "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE, shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
     "aten::argmax": Record(index_args_64bit_exempt=True, cost=REDUCTION),
@@ -439,9 +439,9 @@ OPS = {
     "aten::clamp_min": Record(NATIVE),
     "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT, fusible=(Fuse("", ANY),), healthy_read=READS_ITS_INPUT),
     "aten::constant_pad_nd": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
-    "aten::contiguous": Record(NATIVE, why=DOCS_ONLY, cost=MOVEMENT),
+    "aten::contiguous": Record(NATIVE, run=decompose(contiguous, autograd=True), why=DOCS_ONLY, cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
-    "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable", cost=Matmul("convolution_backward")),
+    "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable", quirk=CONVOLUTION_BACKWARD, cost=Matmul("convolution_backward")),
     "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY, overwrites=True),
     "aten::cos": Record(NATIVE, cost=SCALAR_PASS),
     "aten::cumsum": Record(NATIVE, cost=REDUCTION),

@@ -51,6 +51,25 @@ def test_set_device_range_error_and_device_context():
     assert torch.neuron.current_device() == 1
 
 
+@pytest.mark.parametrize("device,index", [(1, 1), (0, 0), (torch.device("neuron:2"), 2), ("neuron:3", 3), (None, 2)])
+def test_torch_neuron_set_device_goes_through_torch_neuronx_set_device(monkeypatch, device, index):
+    """As in TorchNeuron: torch.neuron (the same module as torch_neuronx.neuron) hands the index to
+    torch_neuronx.set_device, looked up at each call, so replacing that function sees every call (None: the
+    current device)."""
+    import torch_neuronx
+    import torch_neuronx.neuron
+
+    assert torch_neuronx.neuron is torch.neuron
+    torch.neuron.set_device(2)
+    calls = []
+    monkeypatch.setattr(torch_neuronx, "set_device", calls.append)
+    torch.neuron.set_device(device)
+    assert calls == [index] and torch.neuron.current_device() == 2
+    monkeypatch.undo()
+    torch.neuron.set_device(device)
+    assert torch.neuron.current_device() == index
+
+
 def test_device_names_and_properties():
     assert torch.neuron.get_device_name(1) == "neuron:1"
     assert torch.neuron.get_device_name(torch.device("neuron:2")) == "neuron:2"

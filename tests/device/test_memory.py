@@ -79,7 +79,8 @@ def test_statistics_agree_across_torch_neuron_torch_neuronx_and_accelerator():
     torch.neuron.reset_peak_memory_stats(2)
     assert torch.neuron.max_memory_allocated(2) == torch.neuron.memory_allocated(2)
     summary = torch.neuron.memory_summary(2)
-    assert "neuron:2" in summary and "Allocated memory" in summary and "Reserved memory" in summary
+    assert summary.startswith("|====") and "Neuron Memory Summary, Device neuron:2" in summary  # TorchNeuron's title
+    assert "Allocated memory" in summary and "Reserved memory" in summary
     del b
 
 

@@ -34,6 +34,20 @@ def test_torch_neuronx_stream_api():
     torch_neuronx.synchronize()
 
 
+def test_nested_stream_contexts_on_two_devices_restore_the_outer_stream_and_device():
+    """As torch.cuda.stream: making a stream of another device current also makes its device current; leaving the
+    block gives back the stream and the current device from before it."""
+    outer, inner = torch.neuron.Stream(device=0), torch.neuron.Stream(device=1)
+    torch.neuron.set_device(0)
+    before = torch.neuron.current_stream()
+    with torch.neuron.stream(outer):
+        assert torch.neuron.current_stream() == outer
+        with torch.neuron.stream(inner):
+            assert torch.neuron.current_stream() == inner and torch.neuron.current_device() == 1
+        assert torch.neuron.current_stream() == outer and torch.neuron.current_device() == 0
+    assert torch.neuron.current_stream() == before and torch.neuron.current_device() == 0
+
+
 @pytest.mark.parametrize("index", [257, -5, 4, "neuron:9"])
 def test_stream_functions_refuse_an_invalid_device_index(index):
     for make in (torch.neuron.current_stream, torch.neuron.default_stream, lambda d: torch.neuron.Stream(device=d)):

@@ -1,4 +1,6 @@
 """Eager execution: results, aliasing and metadata exactly as on CPU, and the executable cache."""
+import re
+
 import pytest
 import torch
 
@@ -187,3 +189,40 @@ def test_convolution_and_pooling_match_cpu():
     ref = torch.nn.functional.max_pool2d(conv(x), 2)
     out = torch.nn.functional.max_pool2d(conv.to("neuron")(x.to("neuron")), 2)
     torch.testing.assert_close(out.cpu(), ref)
+
+
+OPERANDS_OF_THE_WRONG_RANK = {
+    "bmm 2-d first": lambda d: torch.bmm(torch.ones(2, 3, device=d), torch.ones(2, 3, 4, device=d)),
+    "bmm 2-d second": lambda d: torch.bmm(torch.ones(2, 3, 4, device=d), torch.ones(4, 5, device=d)),
+    "bmm 4-d": lambda d: torch.bmm(torch.ones(1, 2, 3, 4, device=d), torch.ones(2, 4, 5, device=d)),
+    "baddbmm 2-d batch": lambda d: torch.baddbmm(torch.ones(2, 3, 4, device=d), torch.ones(3, 4, device=d),
+                                                 torch.ones(2, 4, 4, device=d)),
+    "mm 3-d": lambda d: torch.mm(torch.ones(2, 3, 4, device=d), torch.ones(4, 5, device=d)),
+    "mm 1-d": lambda d: torch.mm(torch.ones(3, device=d), torch.ones(3, 5, device=d)),
+}
+
+
+@pytest.mark.parametrize("call", OPERANDS_OF_THE_WRONG_RANK.values(), ids=OPERANDS_OF_THE_WRONG_RANK)
+def test_matmuls_with_an_operand_of_the_wrong_rank_raise_the_cpus_error(call):
+    """The device prices an op before its kernel runs; an operand of the wrong rank must still get the kernel's
+    own check (batch1 must be a 3D tensor...), not an error from the pricing."""
+    with pytest.raises(Exception) as on_cpu:
+        call("cpu")
+    for _ in range(2):  # first and cached signature
+        with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value))):
+            call("neuron")
+            torch.neuron.synchronize()
+
+
+def test_contiguous_takes_preserve_format_as_contiguous_format():
+    """TorchNeuron's contiguous accepts torch.preserve_format (PyTorch's composite refuses it on every device) and
+    returns the contiguous_format copy; gradients flow through it as through contiguous()."""
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    device_x = x.to("neuron").requires_grad_()
+    got = device_x.t().contiguous(memory_format=torch.preserve_format)
+    assert got.is_contiguous() and got.stride() == (3, 1)
+    same(got, x.t().contiguous())
+    contiguous = device_x.contiguous(memory_format=torch.preserve_format)
+    assert contiguous is device_x
+    (got * torch.arange(12.0, device="neuron").reshape(4, 3)).sum().backward()
+    same(device_x.grad, torch.arange(12.0).reshape(4, 3).t())

@@ -4,8 +4,10 @@ Each case is checked against the CPU computing the same thing in a wider type, o
 follows: histc on integers (MoE routers) and in bf16/fp16, fused SGD in fp16/bf16, batch_norm with mixed
 float32/low-precision parameters, gcd at the signed minimum, logit_backward at signed zero (the CPU's vectorized
 and scalar loops disagree), embedding_bag with scale_grad_by_freq, grid_sampler_2d/3d forward and backward in
-fp16/bf16 (the CPU rounds coordinates to low precision), and a float64 op's backward on the autograd engine's
-device thread."""
+fp16/bf16 (the CPU rounds coordinates to low precision), a float64 op's backward on the autograd engine's
+device thread, convolution_backward's output_mask (the CPU returns a weight gradient it did not ask for), softmax
+and log_softmax with half_to_float (the CPU refuses it), and amax/amin into an out= of another dtype (TorchNeuron's
+TypeError)."""
 
 import pytest
 import torch
@@ -304,3 +306,63 @@ def test_orthogonal_polynomials_at_nan_are_nan_and_elsewhere_the_cpus(quiet, fam
                 want = float32_calls[overload]("cpu").double()
             torch.testing.assert_close(got[~undefined], want[~undefined], equal_nan=True, atol=0, rtol=0,
                                        msg=lambda m: f"{family} {overload}: {m}")
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize("output_mask", [[True, False, True], [False, False, True], [True, True, True],
+                                         [False, True, False], [True, False, False]])
+def test_convolution_backward_returns_only_the_gradients_output_mask_asks_for(output_mask, dims, transposed):
+    """The CPU kernel also returns a weight gradient (4-D for a 1-d convolution) when output_mask asks for the bias
+    gradient but not the weight's; the device returns None there, and the CPU's values for the rest."""
+    g = torch.Generator().manual_seed(0)
+    spatial = (10,) * dims
+    x = torch.randn(2, 3, *spatial, generator=g)
+    weight = torch.randn(*((3, 2) if transposed else (2, 3)), *(3,) * dims, generator=g)
+    grad_output = torch.randn(2, 2, *spatial, generator=g)
+
+    def gradients(device):
+        return torch.ops.aten.convolution_backward(
+            grad_output.to(device), x.to(device), weight.to(device), bias_sizes=[2], stride=(1,) * dims,
+            padding=(1,) * dims, dilation=(1,) * dims, transposed=transposed, output_padding=(0,) * dims, groups=1,
+            output_mask=output_mask)
+
+    want = gradients("cpu")
+    for _ in range(2):  # first and queued calls
+        got = gradients("neuron")
+        for wanted, device_gradient, cpu_gradient in zip(output_mask, got, want):
+            if not wanted:
+                assert device_gradient is None
+            else:
+                torch.testing.assert_close(device_gradient.cpu(), cpu_gradient)
+
+
+@pytest.mark.parametrize("op", [torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default])
+def test_softmax_half_to_float_computes_in_float32_and_its_gradient_in_float16(op):
+    """The CPU refuses half_to_float=True; an accelerator reads the float16 input in float32 and returns float32,
+    and the backward returns the input's float16 gradient."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 7, generator=g).half()
+    weights = torch.randn(4, 7, generator=g)
+    device_x = x.to("neuron").requires_grad_()
+    got = op(device_x, 1, True)
+    assert got.dtype == torch.float32 and got.device.type == "neuron"
+    cpu_x = x.float().requires_grad_()
+    want = op(cpu_x, 1, False)
+    torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+    (got * weights.to("neuron")).sum().backward()
+    (want * weights).sum().backward()
+    assert device_x.grad.dtype == torch.float16
+    torch.testing.assert_close(device_x.grad.cpu(), cpu_x.grad.half(), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("op", [torch.amax, torch.amin])
+def test_amax_amin_into_an_out_of_another_dtype_raise_type_error_naming_the_dtypes(op):
+    """As TorchNeuron: TypeError with the torch dtypes (the CPU kernel raises RuntimeError with Int / Float), and the
+    message says what to pass; an out= of the input's dtype gets the CPU's values."""
+    x = torch.randint(0, 10, (3, 4), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(TypeError, match=r"but got torch\.int32 for input's dtype and torch\.float32 for out's "
+                                        r"dtype\. Pass an out= tensor of dtype torch\.int32"):
+        op(x.to("neuron"), out=torch.empty((), device="neuron"))
+    out = torch.empty((), dtype=torch.int32, device="neuron")
+    assert op(x.to("neuron"), out=out) is out and torch.equal(out.cpu(), op(x))
