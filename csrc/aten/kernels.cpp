@@ -17,6 +17,7 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/contiguous_native.h>
 #include <ATen/ops/new_empty_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/resize_native.h>
@@ -245,6 +246,13 @@ void refuse_nested(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
                 op);
 }
 
+// TorchNeuron's contiguous takes preserve_format as contiguous_format, the one layout neuron tensors keep (PyTorch's
+// composite refuses preserve_format on every device); registered for autograd too, so the clone it makes keeps its
+// gradient as the composite's does.
+at::Tensor contiguous(const at::Tensor& self, c10::MemoryFormat format) {
+  return at::native::contiguous(self, format == c10::MemoryFormat::Preserve ? c10::MemoryFormat::Contiguous : format);
+}
+
 at::Tensor refuse_forward_ad(const at::Tensor&, const at::Tensor&, int64_t) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "Forward-mode AD (torch.autograd.forward_ad dual tensors) is not supported "
                               "on the neuron device. Use reverse-mode autograd (backward) instead, or run the "
@@ -280,6 +288,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   counted_impl(m, CountedKernel::SetEmpty, "set_", set_empty);
   counted_impl(m, CountedKernel::HasCompatibleShallowCopyType, "_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("record_stream", record_stream);
+  m.impl("contiguous", contiguous);
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>()); }
@@ -289,6 +298,9 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_nested>());
 }
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("_make_dual", refuse_forward_ad); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_make_dual", refuse_forward_ad);
+  m.impl("contiguous", contiguous);
+}
 
 }  // namespace localneuron

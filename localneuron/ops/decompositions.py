@@ -294,14 +294,6 @@ def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
     return torch.tensor_split(self, sections_or_indices, dim)
 
 
-def contiguous(self, memory_format=torch.contiguous_format):
-    """PyTorch's composite contiguous, but preserve_format (which the composite refuses) asks for
-    contiguous_format, the one layout neuron tensors keep, as TorchNeuron's contiguous takes it."""
-    if memory_format == torch.preserve_format:
-        memory_format = torch.contiguous_format
-    return self if self.is_contiguous(memory_format=memory_format) else self.clone(memory_format=memory_format)
-
-
 # -- storage plumbing --
 
 def lazy_clone(self):

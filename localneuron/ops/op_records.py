@@ -83,7 +83,7 @@ from localneuron.costmodel.engines import (
 from localneuron.costmodel.ops import COPY, NOTHING
 from localneuron.ops.decompositions import (
     addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
-    batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype, contiguous,
+    batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
     lazy_clone, tensor_split_by_tensor,
@@ -439,7 +439,7 @@ OPS = {
     "aten::clamp_min": Record(NATIVE),
     "aten::clone": Record(NATIVE, run=WHOLE, why="one copy instead of empty_like + copy_", cost=MOVEMENT, fusible=(Fuse("", ANY),), healthy_read=READS_ITS_INPUT),
     "aten::constant_pad_nd": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
-    "aten::contiguous": Record(NATIVE, run=decompose(contiguous, autograd=True), why=DOCS_ONLY, cost=MOVEMENT),
+    "aten::contiguous": Record(NATIVE, why=DOCS_ONLY + "; preserve_format is taken as contiguous_format, as TorchNeuron takes it (csrc/aten/kernels.cpp)", cost=MOVEMENT),
     "aten::convolution": Record(NATIVE, run=WHOLE, why="would end in convolution_overrideable", cost=Matmul("convolution")),
     "aten::convolution_backward": Record(NATIVE, run=WHOLE, why="would end in convolution_backward_overrideable", quirk=CONVOLUTION_BACKWARD, cost=Matmul("convolution_backward")),
     "aten::copy_": Record(NATIVE, cost=MOVEMENT, issued=COPY, overwrites=True),
