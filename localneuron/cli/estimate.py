@@ -1,12 +1,20 @@
 """`localneuron estimate`'s arguments: how fast a model would train or serve on Trainium and whether it
 fits in HBM, computed from a Hugging Face config.json, a model factory or the user's own training script,
-without allocating the model. Only the parser is here; localneuron/estimate/command.py runs the estimate."""
+without allocating the model. Only the parser is here; localneuron/estimate/command.py runs the estimate. An option
+not given is left out of the parsed arguments, so EstimateOptions' defaults (a request's: estimate/plan.py Request)
+are the only ones; the help texts quote them."""
+import argparse
+
+from localneuron.estimate import command
+
+DEFAULT = command.EstimateOptions()
 
 
 def add_parser(commands):
     """Adds `estimate` to the subcommands; returns its parser (main.py sets its handler)."""
     p = commands.add_parser(
-        "estimate", help="estimate step time / TTFT / TPOT and HBM per core on trn1/trn2/trn3, without running",
+        "estimate", argument_default=argparse.SUPPRESS,
+        help="estimate step time / TTFT / TPOT and HBM per core on trn1/trn2/trn3, without running",
         description="Prices the model with the cost model, traced on fake neuron tensors (an estimate, not a "
                     "measurement; every answer says how far published results let you trust it, "
                     "docs/calibration.md shows them).")
@@ -35,7 +43,7 @@ def add_parser(commands):
                    help="with --hf-config: price the model transformers builds from the config exactly as its code "
                         "runs (its attention path, no recompute unless --recompute full), instead of the tuned recipe "
                         "(needs the hf extra); the fits verdict is compared with the recipe's")
-    p.add_argument("--target", default="trn2", help="trn1, trn2 or trn3 (default trn2)")
+    p.add_argument("--target", help=f"trn1, trn2 or trn3 (default {DEFAULT.target})")
     p.add_argument("--lnc", type=int, choices=(1, 2),
                    help="physical NeuronCores per logical core (trn2/trn3: 2 by default, as TorchNeuron runs them; "
                         "1 where the hardware allows; trn1: 1)")
@@ -43,25 +51,26 @@ def add_parser(commands):
                                    "that ran it: torchneuron (the default: a tuned TorchNeuron recipe), "
                                    "transformers-neuronx, optimum-neuron, megatron-lm-reference, hf-torch-neuronx "
                                    "(docs/estimate.md says what each stands for)")
-    p.add_argument("--nodes", type=int, default=1, help="instances (16 chips each; default 1)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (over logical cores)")
-    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree (1F1B schedule)")
+    p.add_argument("--nodes", type=int, help=f"instances (16 chips each; default {DEFAULT.nodes})")
+    p.add_argument("--tp", type=int, help=f"tensor-parallel degree (over logical cores; default {DEFAULT.tp})")
+    p.add_argument("--pp", type=int, help=f"pipeline-parallel degree (1F1B schedule; default {DEFAULT.pp})")
     p.add_argument("--dp", type=int, help="data-parallel degree (default: every remaining core)")
     p.add_argument("--zero1", action="store_true", help="shard the optimizer state over the data-parallel ranks")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    p.add_argument("--dtype", choices=("bf16", "fp32"), help=f"default {DEFAULT.dtype}")
     p.add_argument("--weights", choices=("int8", "fp8"),
                    help="inference: weights stored quantized (weight-only): int8 widened to --dtype on VectorE before "
                         "TensorE reads it, fp8 read by TensorE as stored")
     p.add_argument("--mode", choices=("train", "prefill", "decode"), help="required except with --script (training)")
-    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--micro-batch", type=int, help=f"sequences per micro-batch (default {DEFAULT.micro_batch})")
     p.add_argument("--global-batch", type=int, help="sequences per optimizer step (default micro-batch x dp)")
-    p.add_argument("--seq", type=int, default=2048, help="training sequence length")
-    p.add_argument("--batch", type=int, default=1, help="inference batch: the sequences a request brings")
+    p.add_argument("--seq", type=int, help=f"training sequence length (default {DEFAULT.seq})")
+    p.add_argument("--batch", type=int,
+                   help=f"inference batch: the sequences a request brings (default {DEFAULT.batch})")
     p.add_argument("--compiled-batch", type=int,
                    help="serving: the batch the model was compiled for (default --batch). Every decode step runs "
                         "all its slots and the KV cache holds them; the prompt is prefilled at --batch")
-    p.add_argument("--input-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=128)
+    p.add_argument("--input-len", type=int, help=f"inference: prompt tokens (default {DEFAULT.input_len})")
+    p.add_argument("--output-len", type=int, help=f"inference: generated tokens (default {DEFAULT.output_len})")
     p.add_argument("--recompute", choices=("none", "selective", "full"),
                    help="activation recompute while training: selective (the attention core; the recipe's "
                         "default), full (whole layers), none (the default --as-written)")

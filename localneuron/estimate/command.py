@@ -5,17 +5,21 @@ what to change. cli/estimate.py parses the arguments into EstimateOptions and ca
 import json
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from localneuron.costmodel import stacks
+from localneuron.estimate.plan import Request
 from localneuron.runtime.checked_files import OutputError, OutputFile
 
 EXIT_BAD_INPUT = 2
+# what a request's sizes default to: the request's own defaults, written once there
+_REQUEST = {f.name: f.default for f in fields(Request)}
 
 
 @dataclass(frozen=True)
 class EstimateOptions:
-    """The options of `localneuron estimate` (cli/estimate.py documents each); the defaults are its defaults."""
+    """The options of `localneuron estimate` (cli/estimate.py documents each); the defaults are its defaults (the
+    parser leaves an option not given out, so these apply)."""
     hf_config: str | None = None
     model_fn: str | None = None
     script: str | None = None
@@ -29,29 +33,27 @@ class EstimateOptions:
     tp: int = 1
     pp: int = 1
     dp: int | None = None
-    zero1: bool = False
-    dtype: str = "bf16"
-    weights: str | None = None
+    zero1: bool = _REQUEST["zero1"]
+    dtype: str = _REQUEST["dtype"]
+    weights: str | None = _REQUEST["weights"]
     mode: str | None = None
-    micro_batch: int = 1
-    global_batch: int | None = None
-    seq: int = 2048
-    batch: int = 1
-    compiled_batch: int | None = None
-    input_len: int = 128
-    output_len: int = 128
+    micro_batch: int = _REQUEST["micro_batch"]
+    global_batch: int | None = _REQUEST["global_batch"]
+    seq: int = _REQUEST["seq"]
+    batch: int = _REQUEST["batch"]
+    compiled_batch: int | None = _REQUEST["compiled_batch"]
+    input_len: int = _REQUEST["input_len"]
+    output_len: int = _REQUEST["output_len"]
     recompute: str | None = None
     json: str | None = None
 
 
-def _request(args: EstimateOptions):
-    from localneuron.estimate import plan
-
+def _request(args: EstimateOptions) -> Request:
     recompute = args.recompute or ("none" if args.as_written else "selective")
     if args.as_written and recompute == "selective":
         raise ValueError("--recompute selective recomputes the attention core, which the recipe's builder does; "
                          "a model as written recomputes whole layers (--recompute full) or nothing (none)")
-    return plan.Request(mode=args.mode, dtype=args.dtype, micro_batch=args.micro_batch, global_batch=args.global_batch,
+    return Request(mode=args.mode, dtype=args.dtype, micro_batch=args.micro_batch, global_batch=args.global_batch,
                         seq=args.seq, batch=args.batch, input_len=args.input_len, output_len=args.output_len,
                         zero1=args.zero1, recompute=recompute, weights=args.weights, compiled_batch=args.compiled_batch)
 

@@ -259,3 +259,25 @@ def test_the_recipes_loss_over_a_split_vocabulary_all_reduces_three_values_per_t
     tokens = request.micro_batch * request.seq
     loss_reductions = [call for call in calls if call == ("all_reduce", tokens * 4)]
     assert len(loss_reductions) == (VOCABULARY_PARALLEL_LOSS_ALL_REDUCES if tp > 1 else 0), calls
+
+
+def test_an_option_not_given_takes_the_one_default_a_request_declares():
+    """The parser leaves out what is not given, so EstimateOptions' defaults apply, and a request's sizes default to
+    plan.Request's own: one source for each default, which the help text quotes."""
+    import argparse
+    from dataclasses import fields
+
+    from localneuron.cli import estimate as cli_estimate
+    from localneuron.estimate import command, plan
+
+    commands = argparse.ArgumentParser().add_subparsers(dest="command")
+    parser = cli_estimate.add_parser(commands)
+    given = vars(parser.parse_args(["--hf-config", "config.json", "--seq", "512"]))
+    assert given == {"hf_config": "config.json", "seq": 512, "script_args": []}
+    options = command.EstimateOptions(**given)
+    request_defaults = {f.name: f.default for f in fields(plan.Request) if f.name != "mode"}
+    for name, default in request_defaults.items():
+        if name in ("seq", "recompute"):  # given above; recompute is chosen by --as-written
+            continue
+        assert getattr(options, name) == default, name
+    assert f"default {plan.Request.seq}" in parser.format_help()

@@ -22,7 +22,7 @@ ENTRY_POINTS = {
     "localneuron.report.info": "`localneuron info` and `info --ops`",
     "localneuron.estimate.command": "`localneuron estimate`: checks the options' combination, prices, prints",
 }
-STDLIB = {"argparse": {"ArgumentParser", "REMAINDER"}, "sys": {"argv", "exit"}}  # module -> attributes used
+STDLIB = {"argparse": {"ArgumentParser", "REMAINDER", "SUPPRESS"}, "sys": {"argv", "exit"}}  # module -> attributes used
 PARSER_METHODS = {"add_subparsers", "add_parser", "add_argument", "add_mutually_exclusive_group",
                   "add_argument_group", "set_defaults", "parse_args", "error", "handler"}  # handler: the dispatch
 RESHAPING_METHODS = {"startswith", "split", "index", "append", "items", "get"}  # on the argument list and its words
