@@ -323,7 +323,7 @@ bool position_passed(const StreamPosition& position) {
 
 bool reusable_now(const StreamPosition& position, c10::DeviceIndex device) {
   if (position_passed(position)) return true;
-  return !t_is_worker && position.queue == find_queue(device, current_stream_id(), false);
+  return !t_is_worker && position.queue == find_queue(device, current_stream_id(device), false);
 }
 
 StreamPosition stream_tail(const c10::Stream& stream) {
@@ -347,7 +347,7 @@ bool runs_inline() {
 }
 
 void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work) {
-  find_queue(device, current_stream_id(), true)->push(std::move(work));
+  find_queue(device, current_stream_id(device), true)->push(std::move(work));
 }
 
 bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe) {
@@ -356,7 +356,7 @@ bool runs_in_place(c10::DeviceIndex device, int64_t bytes, const Executable* exe
               : bytes > g_run_in_place_max_bytes.load(std::memory_order_relaxed)) {
     return false;
   }
-  const StreamQueue* q = find_queue(device, current_stream_id(), false);
+  const StreamQueue* q = find_queue(device, current_stream_id(device), false);
   return q == nullptr || q->idle.load(std::memory_order_acquire);
 }
 

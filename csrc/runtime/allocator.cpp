@@ -382,6 +382,10 @@ void raise_host_kernel_out_of_memory(c10::DeviceIndex device, size_t bytes) {
 }
 
 void account_adopted(c10::DeviceIndex device, int64_t bytes, void* address) {
+  // a host kernel's result becomes device memory: it initialises the runtime and is refused in a forked child, as an
+  // allocation is (a process whose first device tensors were adopted is initialised all the same)
+  check_not_forked_child();
+  mark_runtime_initialized();
   DeviceMemory& m = g_memory[device];
   const int64_t counted = adopted_size(bytes);
   int64_t allocated, reserved;

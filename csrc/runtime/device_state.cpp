@@ -1,6 +1,7 @@
 #include "runtime/device_state.h"
 
 #include <c10/util/Exception.h>
+#include <array>
 #include <atomic>
 
 namespace localneuron {
@@ -11,7 +12,7 @@ std::string g_target = "trn2";
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
 thread_local c10::DeviceIndex t_current = 0;
-thread_local c10::StreamId t_current_stream = 0;
+thread_local std::array<c10::StreamId, kMaxDevices> t_current_streams{};  // every device's default stream, 0
 }  // namespace
 
 void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target) {
@@ -29,8 +30,8 @@ int64_t device_capacity() { return g_capacity.load(); }
 const std::string& target_name() { return g_target; }
 
 c10::DeviceIndex current_device() { return t_current; }
-c10::StreamId current_stream_id() { return t_current_stream; }
-void set_current_stream_id(c10::StreamId id) { t_current_stream = id; }
+c10::StreamId current_stream_id(c10::DeviceIndex device) { return t_current_streams.at(device); }
+void set_current_stream_id(c10::DeviceIndex device, c10::StreamId id) { t_current_streams.at(device) = id; }
 
 c10::DeviceIndex checked_index(int64_t index) {
   if (index == -1) return t_current;

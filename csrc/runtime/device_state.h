@@ -19,9 +19,11 @@ int64_t device_capacity();
 const std::string& target_name();
 
 c10::DeviceIndex current_device();
-// The calling thread's current stream (one id space for all devices; 0 is each device's default).
-c10::StreamId current_stream_id();
-void set_current_stream_id(c10::StreamId id);
+// The calling thread's current stream on `device` (one id space for all devices, each stream made on one device; 0 is
+// each device's default). Each device has its own, as each CUDA device has: setting a stream on one device leaves
+// the others' as they were.
+c10::StreamId current_stream_id(c10::DeviceIndex device);
+void set_current_stream_id(c10::DeviceIndex device, c10::StreamId id);
 void set_current_device(c10::DeviceIndex index);
 // Resolves -1 ("the current device") and checks the range with the runtime's wording. Takes a wide
 // integer so that an index from Python is checked before it is narrowed to a DeviceIndex.

@@ -35,7 +35,8 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   c10::Device resolve(c10::Device d) const { return {kNeuron, d.index() < 0 ? current_device() : d.index()}; }
   c10::Stream getStream(c10::Device d) const noexcept override {
-    return c10::Stream(c10::Stream::UNSAFE, resolve(d), current_stream_id());
+    const c10::Device device = resolve(d);
+    return c10::Stream(c10::Stream::UNSAFE, device, current_stream_id(device.index()));
   }
   // getStream must not throw; the streams created here name a device that must exist.
   c10::Stream getDefaultStream(c10::Device d) const override {
@@ -46,8 +47,8 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    const c10::Stream old(c10::Stream::UNSAFE, s.device(), current_stream_id());
-    set_current_stream_id(s.id());
+    const c10::Stream old(c10::Stream::UNSAFE, s.device(), current_stream_id(s.device_index()));
+    set_current_stream_id(s.device_index(), s.id());
     return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }

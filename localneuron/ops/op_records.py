@@ -582,7 +582,7 @@ OPS = {
     "aten::normal": Record(CPU_FALLBACK, why=RNG),
     "aten::normal_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_NORMAL),
     "aten::one_hot": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why=ONE_OP + " (max, zeros, scatter_)", cost=MOVEMENT),
-    "aten::ones": Record(NATIVE, cost=FREE, issued=FILLED),
+    "aten::ones": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, fill_)", cost=MEMSET),
     "aten::ones_like": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty_like, fill_)", cost=MEMSET),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
     "aten::polygamma": Record(why=FLOAT32_RANGE),

@@ -48,6 +48,20 @@ def test_nested_stream_contexts_on_two_devices_restore_the_outer_stream_and_devi
     assert torch.neuron.current_stream() == before and torch.neuron.current_device() == 0
 
 
+def test_each_device_has_its_own_current_stream_and_work_goes_to_it():
+    """Making a stream of core 1 current leaves core 0's current stream as it was (CUDA keeps one per device), and an
+    op on core 0 then runs on core 0's stream, in order with what that stream holds."""
+    torch.neuron.set_device(0)
+    side = torch.neuron.Stream(device=1)
+    with torch.neuron.stream(side):
+        assert torch.neuron.current_stream(1) == side
+        assert torch.neuron.current_stream(0) == torch.neuron.default_stream(0)
+        x = torch.arange(4.0, device="neuron:0")
+        y = (x * 2).sum()  # queued on core 0's default stream, not on a stream of side's id made for core 0
+    torch.neuron.synchronize()
+    assert y.item() == 12.0 and torch.neuron.current_stream(1) == torch.neuron.default_stream(1)
+
+
 @pytest.mark.parametrize("index", [257, -5, 4, "neuron:9"])
 def test_stream_functions_refuse_an_invalid_device_index(index):
     for make in (torch.neuron.current_stream, torch.neuron.default_stream, lambda d: torch.neuron.Stream(device=d)):

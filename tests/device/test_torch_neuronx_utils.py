@@ -1,6 +1,8 @@
 """torch_neuronx.utils answers what TorchNeuron's own tests ask of it as the device behaves: is_sync_mode_enabled()
 is true exactly when ops run at issue (NEURON_LAUNCH_BLOCKING, in every spelling the environment table accepts),
-and use_mlir_aten_ops() is false, since localneuron lowers no op through MLIR."""
+and use_mlir_aten_ops() is true: localneuron behaves as TorchNeuron's torch-mlir lowering does (aten::-prefixed
+tracked names, PyTorch's error wording, threshold / softplus / eye / dtype conversions on the device), whatever the
+environment asks."""
 import pytest
 
 from fresh_python import run_python
@@ -30,8 +32,18 @@ def test_sync_mode_refuses_a_value_the_device_refuses():
     assert "NEURON_LAUNCH_BLOCKING='maybe' is not valid" in done.stderr
 
 
-def test_no_op_is_lowered_through_mlir_even_when_torchneuron_would_be_asked_to():
-    done = run_python("import torch_neuronx\nprint(torch_neuronx.utils.use_mlir_aten_ops())",
-                      env={"TORCH_NEURONX_MLIR_ATEN_OPS": "1"})
+@pytest.mark.parametrize("switch", [None, "0"])  # unset, and set to the other path
+def test_the_device_answers_as_torch_mlirs_lowering_whatever_the_environment_asks(switch):
+    code = ("import torch, torch_neuronx\n"
+            "print(torch_neuronx.utils.use_mlir_aten_ops())\n"
+            "x = torch.arange(-2.0, 2.0, device='neuron')\n"
+            "torch.neuron.synchronize()\n"
+            "torch_neuronx.clear_op_tracking()\n"
+            "torch.nn.functional.threshold(x, 0.5, 0.0)\n"
+            "torch.neuron.synchronize()\n"
+            "print(sorted(torch_neuronx.get_executed_ops()), torch_neuronx.get_fallback_ops())\n")
+    done = run_python(code, env={} if switch is None else {"TORCH_NEURONX_MLIR_ATEN_OPS": switch})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False"]
+    answer, ops = done.stdout.splitlines()[:2]
+    # what the answer promises: the op ran on the device under its aten::-prefixed name
+    assert answer == "True" and ops == "['aten::threshold'] []"
