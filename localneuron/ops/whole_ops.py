@@ -12,8 +12,9 @@ composite kernel when the call names a device (names_a_device): the executor wou
 tensor's device, where the device named may be the host or another NeuronCore. A
 CompositeImplicitAutograd op run whole without an autograd kernel of its own (index_select_backward) would lose its
 gradient: PyTorch's autograd fallback lets the backward pass through it silently drop that path. Such an op runs its
-decomposition when its gradient is recorded (grad mode on and an input requiring grad: a double backward), and
-whole otherwise (record_gradient_through_decomposition).
+decomposition when its gradient is recorded (grad mode on, an input requiring grad, a floating-point result: a
+double backward), and whole otherwise (record_gradient_through_decomposition): isfinite of a tensor that requires
+grad stays one op.
 """
 import torch
 
@@ -53,11 +54,20 @@ def record_gradient_through_decomposition(qualified: str) -> None:
     op = getattr(getattr(torch.ops.aten, name), overload or "default")
 
     def autograd_kernel(*args, **kwargs):
-        if torch.is_grad_enabled() and any(t.requires_grad for t in neuron_tensors(args, kwargs)):
-            return op.decompose(*args, **kwargs)
         with torch._C._AutoDispatchBelowAutograd():
-            return op(*args, **kwargs)
+            results = op(*args, **kwargs)
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in neuron_tensors(args, kwargs))):
+            return results
+        # a gradient is being recorded: only results that can carry one (floating point; isfinite's and one_hot's
+        # cannot) need the decomposition's graph, so those ops stay one op
+        if not any(r.is_floating_point() or r.is_complex() for r in _tensors_of(results)):
+            return results
+        return op.decompose(*args, **kwargs)
     _autograd_library.impl(qualified.removeprefix("aten::"), autograd_kernel, "AutogradPrivateUse1")
+
+
+def _tensors_of(results) -> list:
+    return [r for r in (results if isinstance(results, (tuple, list)) else (results,)) if isinstance(r, torch.Tensor)]
 
 
 def _loses_its_gradient(qualified: str) -> bool:

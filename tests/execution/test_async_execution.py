@@ -98,6 +98,7 @@ def test_wait_stream_and_record_stream():
 
 def test_memory_freed_in_python_is_reused_at_once_on_its_stream():
     torch.full((1 << 16,), 0.0, device="neuron").cpu()  # full's first call (one op, run whole): learns its layout
+    torch.ones(1 << 16, device="neuron").cpu()  # and ones' (run whole too): x below is a block of the device's pool
     x = torch.ones(1 << 16, device="neuron")
     (x * 2).cpu()  # the multiply's first call: learns its output layout
     torch.neuron._sleep(BUSY)

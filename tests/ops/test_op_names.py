@@ -323,3 +323,14 @@ def test_kernel_calls_are_counted_per_call_and_cleared(tracking):
     assert counts["aten::_local_scalar_dense"] == 3
     tracking.clear_op_tracking()
     assert "aten::_local_scalar_dense" not in tracking.get_executed_ops()
+
+
+def test_an_op_whose_result_has_no_gradient_stays_one_op_when_its_input_requires_grad(tracking):
+    """isfinite and one_hot run whole under autograd too: a bool or integer result carries no gradient, so nothing
+    needs their decomposition's graph (TorchNeuron's tests check aten::isfinite with requires_grad inputs)."""
+    x = torch.tensor([1.0, float("inf"), float("nan"), -2.0], requires_grad=True)
+    n = x.detach().to("neuron").requires_grad_()
+    result, executed = executed_after(tracking, lambda: torch.isfinite(n))
+    assert "aten::isfinite" in executed and not {"aten::abs", "aten::eq.Tensor", "aten::ne.Tensor"} & set(executed)
+    assert_same(result, torch.isfinite(x))
+    assert not result.requires_grad

@@ -22,7 +22,7 @@ import torchneuron_suite as suite  # noqa: E402
 SLICE = {
     "async": ("tests/device/test_device.py", "tests/streams/test_event_synchronization.py",
               "tests/views/test_reshape_ops.py", "tests/memory/test_memory_stats.py", "tests/operations/test_clone.py",
-              "tests/python_ops/test_linear.py"),
+              "tests/python_ops/test_index_add.py"),
     "blocking": ("tests/streams/test_event_synchronization.py", "tests/streams/test_stream_synchronization.py"),
 }
 
