@@ -165,7 +165,7 @@ def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
     assert data["memory"][0]["peak_allocated_bytes"] >= section["hbm"]["weights_bytes"] + (64 << 20)
     assert section["attention_calls"] > 0 and section["tokens"] >= len(PROMPTS) * NEW_TOKENS
     assert section["estimated_device_seconds_per_token"] > 0
-    assert "aten::mm" in data["native_ops"] or "aten::addmm" in data["native_ops"]
+    assert "aten::linear" in data["native_ops"]  # the layers' projections, one op each as TorchNeuron runs them
 
 
 def test_offline_generate_with_enforce_eager_runs_the_model_eagerly(tmp_path_factory, tmp_path):
