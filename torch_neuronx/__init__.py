@@ -19,7 +19,6 @@ from localneuron.device.streams import (  # noqa: F401
     Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream,
 )
 from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
-from localneuron.nki import nki_op, wrap_nki  # noqa: F401
 from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: F401
 from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distributed: the c10d backend "neuron")
 from torch_neuronx import memory  # noqa: F401,E402
@@ -28,3 +27,18 @@ sys.modules[f"{__name__}.neuron"] = neuron  # torch_neuronx.neuron is torch.neur
 from torch_neuronx import profiling  # noqa: F401,E402
 from torch_neuronx import utils  # noqa: F401,E402  (the configuration questions TorchNeuron's tests ask)
 from torch_neuronx.profiling import NeuronProfiler  # noqa: F401,E402  (TorchNeuron's top-level name)
+
+
+# the NKI simulator (with torch._dynamo, about a second of start-up) loads when a kernel is first wrapped
+_NKI_NAMES = ("nki_op", "wrap_nki")
+
+
+def __getattr__(name: str):
+    if name in _NKI_NAMES:
+        from localneuron import nki
+        return getattr(nki, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_NKI_NAMES])
