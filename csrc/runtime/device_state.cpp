@@ -38,9 +38,11 @@ c10::DeviceIndex checked_index(int64_t index) {
   const auto n = device_count();
   if (index < 0 || index >= n) {
     if (n == 0) {
-      TORCH_CHECK_WITH(IndexError, false, "Device index ", index, " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
+      TORCH_CHECK(false, "Device index ", index, " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
     }
-    TORCH_CHECK_WITH(IndexError, false, "Device index ", index, " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1, ".");
+    // RuntimeError, in TorchNeuron's words (CUDA's invalid device ordinal is a RuntimeError too)
+    TORCH_CHECK(false, "Device index ", index, " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1,
+                " for this process (LOCALNEURON_CHIPS and NEURON_RT_VISIBLE_CORES set how many cores it sees).");
   }
   return static_cast<c10::DeviceIndex>(index);
 }

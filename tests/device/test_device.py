@@ -51,6 +51,13 @@ def test_set_device_range_error_and_device_context():
     assert torch.neuron.current_device() == 1
 
 
+
+@pytest.mark.parametrize("make", [lambda: torch.tensor([2.0]).to("neuron:20"), lambda: torch.empty(1, device="neuron:4")])
+def test_a_tensor_on_a_core_the_process_does_not_see_is_a_runtime_error_naming_the_range(make):
+    with pytest.raises(RuntimeError, match=r"Device index (20|4) is out of range\. Valid range is 0 to 3 for this "
+                                           r"process \(LOCALNEURON_CHIPS and NEURON_RT_VISIBLE_CORES"):
+        make()
+
 @pytest.mark.parametrize("device,index", [(1, 1), (0, 0), (torch.device("neuron:2"), 2), ("neuron:3", 3), (None, 2)])
 def test_torch_neuron_set_device_goes_through_torch_neuronx_set_device(monkeypatch, device, index):
     """As in TorchNeuron: torch.neuron (the same module as torch_neuronx.neuron) hands the index to

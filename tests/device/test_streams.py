@@ -67,5 +67,5 @@ def test_stream_functions_refuse_an_invalid_device_index(index):
     for make in (torch.neuron.current_stream, torch.neuron.default_stream, lambda d: torch.neuron.Stream(device=d)):
         with pytest.raises(ValueError, match=r"Invalid device id: -?\d+\. Valid range is 0 to 3"):
             make(index)
-    with pytest.raises(IndexError, match="out of range"):
+    with pytest.raises(RuntimeError, match="Device index 9 is out of range. Valid range is 0 to 3 for this process"):
         torch.Stream(device="neuron:9")  # PyTorch's own constructor reaches the device guard
