@@ -1,6 +1,9 @@
 """torch_neuronx.utils: the questions about the running configuration that TorchNeuron's own tests ask, answered
 from what localneuron actually does."""
-from localneuron.runtime.environment import read
+from localneuron.runtime.environment import read, set_if_unset
+
+# programs (TorchNeuron's tests among them) also read the switch from the environment: it says what the device is
+set_if_unset("TORCH_NEURONX_MLIR_ATEN_OPS", "1")
 
 
 def is_sync_mode_enabled() -> bool:
@@ -16,6 +19,7 @@ def use_mlir_aten_ops() -> bool:
     public setting). TorchNeuron's own tests ask it to tell which of two behaviour sets to expect, and localneuron's is
     the torch-mlir one: the op trackers name ops "aten::name[.overload]" (the other path lists bare kernel names),
     errors carry PyTorch's own wording (the other path raises its JAX lowering's texts), and threshold, softplus, eye
-    and dtype conversions run on the device (the other path has no kernel for them). So it is always True here,
-    whatever the environment says: the answer describes the device, not a switch it has."""
-    return True
+    and dtype conversions run on the device (the other path has no kernel for them). So it is always True here: the
+    variable's only value is 1 (another warns and is ignored), since the answer describes the device, not a switch
+    it has."""
+    return read("TORCH_NEURONX_MLIR_ATEN_OPS") == "1"

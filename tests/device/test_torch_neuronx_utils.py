@@ -34,7 +34,8 @@ def test_sync_mode_refuses_a_value_the_device_refuses():
 
 @pytest.mark.parametrize("switch", [None, "0"])  # unset, and set to the other path
 def test_the_device_answers_as_torch_mlirs_lowering_whatever_the_environment_asks(switch):
-    code = ("import torch, torch_neuronx\n"
+    code = ("import os, torch, torch_neuronx\n"
+            "print(os.environ['TORCH_NEURONX_MLIR_ATEN_OPS'])\n"
             "print(torch_neuronx.utils.use_mlir_aten_ops())\n"
             "x = torch.arange(-2.0, 2.0, device='neuron')\n"
             "torch.neuron.synchronize()\n"
@@ -44,6 +45,9 @@ def test_the_device_answers_as_torch_mlirs_lowering_whatever_the_environment_ask
             "print(sorted(torch_neuronx.get_executed_ops()), torch_neuronx.get_fallback_ops())\n")
     done = run_python(code, env={} if switch is None else {"TORCH_NEURONX_MLIR_ATEN_OPS": switch})
     assert done.returncode == 0, done.stderr
-    answer, ops = done.stdout.splitlines()[:2]
+    variable, answer, ops = done.stdout.splitlines()[:3]
+    # programs that read the switch themselves see the path the device is, unless the user set it
+    assert variable == (switch or "1")
+    assert ("TORCH_NEURONX_MLIR_ATEN_OPS='0' is not valid" in done.stderr) == (switch == "0")
     # what the answer promises: the op ran on the device under its aten::-prefixed name
     assert answer == "True" and ops == "['aten::threshold'] []"
