@@ -63,11 +63,6 @@ def _env(**extra):
     return env
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2"])
-def model_dir(request, tmp_path_factory):
-    return vllm_tiny_models.build(str(tmp_path_factory.mktemp(request.param)), request.param)
-
-
 def test_entry_point_selects_neuron_and_the_switch_turns_it_off(monkeypatch):
     from localneuron.integrations.vllm.plugin import PLATFORM, neuron_platform
     from localneuron.runtime.environment import ConfigurationError
@@ -150,15 +145,7 @@ def _generate_offline(model_dir, report, *flags) -> dict:
     return json.loads(report.read_text())
 
 
-def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
-    data = _generate_offline(model_dir, tmp_path / "report.json")
-    # compiled with backend neuron: one graph per power-of-two token bucket, all compiled before generating,
-    # each one piece of host code calling vLLM's attention inline
-    compiled = data["compile"]
-    (frame,) = compiled["recompiled_frames"]
-    assert frame["lengths"] == compiled_model.buckets(max(frame["lengths"]))
-    assert frame["graphs"] == len(frame["lengths"])
-    assert compiled["eager_op_splits"] == {} and {g["pieces"] for g in compiled["graphs"]} == {1}
+def _assert_weights_and_cache_in_hbm(data):
     section = data["vllm"]
     # weights and KV cache in HBM, accounted by the device's allocator
     assert section["hbm"]["weights_bytes"] > 0 and section["hbm"]["kv_cache_bytes"] == 64 << 20
@@ -168,11 +155,25 @@ def test_offline_generate_equals_hugging_face_on_cpu(model_dir, tmp_path):
     assert "aten::linear" in data["native_ops"]  # the layers' projections, one op each as TorchNeuron runs them
 
 
+# each engine costs about a minute of CPU on a 2-core machine: one architecture runs compiled, the other eagerly
+def test_offline_generate_equals_hugging_face_on_cpu(tmp_path_factory, tmp_path):
+    model_dir = vllm_tiny_models.build(str(tmp_path_factory.mktemp("llama")), "llama")
+    data = _generate_offline(model_dir, tmp_path / "report.json")
+    # compiled with backend neuron: one graph per power-of-two token bucket, all compiled before generating,
+    # each one piece of host code calling vLLM's attention inline
+    compiled = data["compile"]
+    (frame,) = compiled["recompiled_frames"]
+    assert frame["lengths"] == compiled_model.buckets(max(frame["lengths"]))
+    assert frame["graphs"] == len(frame["lengths"])
+    assert compiled["eager_op_splits"] == {} and {g["pieces"] for g in compiled["graphs"]} == {1}
+    _assert_weights_and_cache_in_hbm(data)
+
+
 def test_offline_generate_with_enforce_eager_runs_the_model_eagerly(tmp_path_factory, tmp_path):
-    model_dir = vllm_tiny_models.build(str(tmp_path_factory.mktemp("eager")), "llama")
+    model_dir = vllm_tiny_models.build(str(tmp_path_factory.mktemp("qwen2")), "qwen2")
     data = _generate_offline(model_dir, tmp_path / "report.json", "--enforce-eager")
     assert data["compile"]["graphs_compiled"] == 0
-    assert data["vllm"]["attention_calls"] > 0
+    _assert_weights_and_cache_in_hbm(data)
 
 
 def _free_port() -> int:
