@@ -11,7 +11,10 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               share the rule of their functional op (add) when they have no record of their own.
     fallback_dtypes  dtypes a NATIVE op does not cover, run as CPU fallback (only where the source says so)
     run       WHOLE: the executor runs the composite op whole instead of its device decomposition (out=
-              overloads keep their kernels); WHOLE_INCLUDING_OUT: every overload, out= included;
+              overloads keep their kernels); WHOLE_INCLUDING_OUT: every overload, out= included (TorchNeuron
+              registers the out= overload too, or the composite code checks the device type); OUT_KERNEL (an
+              in-place form of a structured op): it runs its out= overload writing into its argument, as
+              TorchNeuron does, instead of whole (tracked under the out= overload);
               decompose(fn): the device runs fn (decompositions.py) instead of a CUDA-only kernel;
               on_host(fn): the device runs the op as one executable, tracked under its name, whose kernel is fn
               (decompositions.py) on host copies of its arguments (results written back as a fallback's): a
@@ -70,6 +73,8 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               its kind (costmodel/collectives.py) on the bytes of its inputs (INPUTS) or outputs (OUTPUTS)
     collective_result  why its output is its input once the collective that made the input has completed (a
               functional collective's wait, its autograd wrapper): `estimate --script` returns the input as it is
+    tracked_as  the name TorchNeuron's trackers list its calls under, where the device runs it whole under another:
+              the overload of TorchNeuron's own kernel, which its composite kernel calls (ops/tracking.py tracked_name)
     why       the reason, where the entry is special
 """
 from dataclasses import dataclass
@@ -98,6 +103,7 @@ NATIVE = "native"
 CPU_FALLBACK = "cpu_fallback"
 WHOLE = "whole"
 WHOLE_INCLUDING_OUT = "whole, out= included"
+OUT_KERNEL = "its out= kernel"
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,7 @@ class Record:
     healthy_read: str = ""
     collective: Collective | None = None
     collective_result: str = ""
+    tracked_as: str = ""
     why: str = ""
 
 
@@ -227,6 +234,8 @@ FLOAT_SCALE = "float scale factors may set the output size"
 ITS_BACKWARD = "its backward"
 ANTIALIASED = "antialiased interpolation in image preprocessing"
 ONE_OP = "TorchNeuron registers it and runs it as one op, tracked under its name; its composite kernel would run (and track) its parts"
+IN_PLACE_BY_OUT_KERNEL = ("TorchNeuron runs the in-place form as its out= kernel writing into the tensor (tracked under "
+                          "the out= overload); the functional form runs whole")
 FMA = ("ATen computes `a + alpha * b` with one rounding (fused multiply-add), which the generated code does not "
        "reproduce bit for bit for other alphas")
 
@@ -406,7 +415,7 @@ OPS = {
     "aten::amax": Record(NATIVE, quirk=OUT_OF_ANOTHER_DTYPE, cost=REDUCTION),
     "aten::amin": Record(NATIVE, quirk=OUT_OF_ANOTHER_DTYPE, cost=REDUCTION),
     "aten::any": Record(NATIVE, cost=REDUCTION, healthy_read=READS_ITS_INPUT),
-    "aten::arange": Record(NATIVE, run=WHOLE, why="one op with a fixed output shape, queued, not an out= call that resizes", cost=FREE, shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
+    "aten::arange": Record(NATIVE, run=WHOLE, tracked_as="aten::arange.start_out", why="one op with a fixed output shape, queued, not an out= call that resizes; TorchNeuron's kernel is arange.start_out, which every overload's composite kernel calls, and its trackers list that", cost=FREE, shape_from_float_or_string="the float start/end/step set the length", shape_from_scalars="start, end and step set the length"),
     "aten::argmax": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argmin": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::argsort": Record(CPU_FALLBACK, index_args_64bit_exempt=True, why="stable overload computed on the host (csrc/aten/TensorShape.cpp)"),
@@ -471,7 +480,7 @@ OPS = {
     "aten::fill_": Record(NATIVE, cost=MEMSET, overwrites=True),
     "aten::flip": Record(NATIVE, cost=MOVEMENT),
     "aten::floor_divide": Record(NATIVE),
-    "aten::full": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, fill_); out= calls keep their kernel (aten::full.out)", cost=MEMSET),
+    "aten::full": Record(NATIVE, run=WHOLE_INCLUDING_OUT, why=ONE_OP + " (empty, fill_); TorchNeuron registers full.out too, so full(out=) is one op, not resize_ and fill_", cost=MEMSET),
     "aten::full_like": Record(cost=FREE, issued=FILLED),
     "aten::gather": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::gather_backward": Record(index_args_64bit_exempt=True),
@@ -582,7 +591,7 @@ OPS = {
     "aten::normal": Record(CPU_FALLBACK, why=RNG),
     "aten::normal_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_NORMAL),
     "aten::one_hot": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why=ONE_OP + " (max, zeros, scatter_)", cost=MOVEMENT),
-    "aten::ones": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, fill_)", cost=MEMSET),
+    "aten::ones": Record(NATIVE, run=WHOLE_INCLUDING_OUT, why=ONE_OP + " (empty, fill_), out= calls too (ones.out: resize_, fill_)", cost=MEMSET),
     "aten::ones_like": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty_like, fill_)", cost=MEMSET),
     "aten::poisson": Record(CPU_FALLBACK, why=RNG),
     "aten::polygamma": Record(why=FLOAT32_RANGE),
@@ -666,7 +675,7 @@ OPS = {
     "aten::sqrt": Record(NATIVE, cost=SCALAR_PASS),
     "aten::sqrt_": Record(NATIVE, why=DOCS_ONLY, cost=SCALAR_PASS),
     "aten::squeeze": Record(healthy_read=READS_ITS_INPUT),
-    "aten::stack": Record(NATIVE, run=WHOLE, why="TorchNeuron lowers it as one op", cost=MOVEMENT),
+    "aten::stack": Record(NATIVE, run=WHOLE_INCLUDING_OUT, why="TorchNeuron lowers it as one op, stack.out too (tracked as aten::stack.out, not the cat.out of its composite)", cost=MOVEMENT),
     "aten::std": Record(cost=REDUCTION),
     "aten::sub": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", NUMBERS_FLOAT32, only_with=("alpha", 1), why=FMA),), fast=Fast(BINARY_ALPHA, "Tensor")),
     "aten::sub_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
@@ -684,7 +693,9 @@ OPS = {
     "aten::topk": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::triangular_solve": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::tril": Record(NATIVE, cost=MOVEMENT),
+    "aten::tril_": Record(run=OUT_KERNEL, why=IN_PLACE_BY_OUT_KERNEL),
     "aten::triu": Record(NATIVE, cost=MOVEMENT),
+    "aten::triu_": Record(run=OUT_KERNEL, why=IN_PLACE_BY_OUT_KERNEL),
     "aten::trunc": Record(NATIVE),
     "aten::unfold": Record(NATIVE),
     "aten::uniform_": Record(CPU_FALLBACK, why=RNG, cost=RANDOM_BITS),
@@ -794,6 +805,8 @@ def describe(op: str, r: Record) -> str:
         fields.append(f"healthy_read={r.healthy_read}")
     if r.collective is not None:
         fields.append(f"collective={r.collective}")
+    if r.tracked_as:
+        fields.append(f"tracked_as={r.tracked_as}")
     if r.why:
         fields.append(f"why={r.why}")
     return f"{op}: " + "; ".join(fields)

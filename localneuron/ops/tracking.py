@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from localneuron import _C
 from localneuron.costmodel.work import DeviceWork
 from localneuron.ops import support
+from localneuron.ops.op_records import record
 from localneuron.runtime import line_time
 from localneuron.runtime.environment import read
 
@@ -33,7 +34,14 @@ def tracked_name(op: str, overload: str) -> str:
     aten::resize_, aten::empty_strided, aten::_local_scalar_dense). Its helpers accept "aten::add" for a call of
     add.Tensor because they also look for the short name ("add") inside each tracked name; its exact lookups
     (`op in get_executed_ops()`) are of ops with only a default overload (embedding_dense_backward).
+
+    An op the device runs whole where TorchNeuron's composite kernel calls a kernel of another overload is listed
+    under that overload, as TorchNeuron lists it (its record's tracked_as: torch.arange(0, 5, 1) is
+    aten::arange.start_out, not aten::arange.start_step).
     """
+    r = record(op, overload)
+    if r is not None and r.tracked_as:
+        return r.tracked_as
     return f"{op}.{overload}" if overload else op
 
 

@@ -4,9 +4,12 @@ Two kinds: every structured op (PyTorch would allocate its output on the device 
 out= variant; running it whole is one executable instead of two dispatches, and avoids out=
 resizes), and the composite ops whose records (op_records.py) say run=WHOLE, because TorchNeuron
 implements them as single ops or their composite code touches the tensors' bytes, or
-WHOLE_INCLUDING_OUT, because their composite code checks the device type; and the CUDA-only ops whose
+WHOLE_INCLUDING_OUT, because TorchNeuron registers their out= overloads too (full, ones, stack: an out= call is
+one op, not its composite's parts) or their composite code checks the device type; and the CUDA-only ops whose
 records say on_host(fn), which have no kernel for the device to decompose but run as one executable whose
-kernel is fn (ops/policy.py). Factory and copy ops are otherwise left to their decompositions: their
+kernel is fn (ops/policy.py). A structured op's in-place form whose record says run=OUT_KERNEL (tril_, triu_) is
+not run whole: its structured kernel runs the out= overload into its argument, the kernel TorchNeuron runs for it.
+Factory and copy ops are otherwise left to their decompositions: their
 results may belong to the host. A factory run whole that takes its shape from a tensor (ones_like) runs its
 composite kernel when the call names a device (names_a_device): the executor would place the result on the
 tensor's device, where the device named may be the host or another NeuronCore. A
@@ -20,13 +23,16 @@ import torch
 
 from localneuron import _C
 from localneuron.ops.arguments import bind, neuron_tensors, per_schema
-from localneuron.ops.op_records import RUN_ON_HOST, WHOLE, WHOLE_INCLUDING_OUT, WHOLE_OPS, record
+from localneuron.ops.op_records import OUT_KERNEL, RUN_ON_HOST, WHOLE, WHOLE_INCLUDING_OUT, WHOLE_OPS, record
 
 STRUCTURED_KEY = "CompositeExplicitAutogradNonFunctional"
 
 
 def route_whole_ops() -> None:
     for qualified in torch._C._dispatch_get_registrations_for_dispatch_key(STRUCTURED_KEY):
+        r = record(*qualified.partition(".")[::2])
+        if r is not None and r.run == OUT_KERNEL:
+            continue  # its structured kernel runs the out= overload, the kernel TorchNeuron runs for it
         if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"):
             _C.route_whole(qualified.split("::")[1])
     for qualified in torch._C._dispatch_get_all_op_names():

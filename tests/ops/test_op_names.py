@@ -291,6 +291,66 @@ def test_index_select_keeps_its_double_backward(tracking):
     assert "aten::index_add_" not in executed
 
 
+# -- out= and in-place forms: tracked under the kernel TorchNeuron runs for them --
+
+@pytest.mark.parametrize("name, make, start", [
+    ("aten::full.out", lambda out, _: torch.full((2, 3), 5.0, out=out), (2, 3)),
+    ("aten::full.out", lambda out, _: torch.full((2, 3), 7, out=out), (1,)),  # resized, as on the CPU
+    ("aten::ones.out", lambda out, _: torch.ones((2, 3), out=out), (1,)),
+    ("aten::stack.out", lambda out, inputs: torch.stack(inputs, dim=1, out=out), (0,)),
+], ids=["full", "full-resized", "ones-resized", "stack"])
+def test_out_calls_of_ops_torchneuron_registers_in_out_form_run_as_that_one_op(tracking, name, make, start):
+    """full(out=), ones(out=) and stack(out=) run as their out= overload, one op (run=WHOLE_INCLUDING_OUT), not as
+    its composite's parts (resize_ and fill_, cat.out): TorchNeuron registers those overloads."""
+    inputs = [torch.arange(3.0), torch.ones(3)]
+    on_device = [t.to("neuron") for t in inputs]
+    out = torch.empty(start, device="neuron")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resizing a non-empty out= warns, as on the CPU
+        want = make(torch.empty(start), inputs)
+        result, executed = executed_after(tracking, lambda: make(out, on_device))
+    assert result is out
+    assert executed == [name]
+    assert_same(out, want)
+
+
+@pytest.mark.parametrize("method", ["tril_", "triu_"])
+@pytest.mark.parametrize("diagonal", [-1, 0, 2])
+def test_in_place_tril_and_triu_run_their_out_kernel(tracking, method, diagonal):
+    """x.tril_() runs tril.out writing into x (run=OUT_KERNEL), as TorchNeuron does; tril(x) still runs whole."""
+    x = torch.arange(20.0).reshape(4, 5) - 7
+    n = x.to("neuron")
+    name = method.rstrip("_")
+    result, executed = executed_after(tracking, lambda: getattr(n, method)(diagonal))
+    assert result is n
+    assert executed == [f"aten::{name}.out"]
+    assert_same(n, getattr(x.clone(), method)(diagonal))
+    view = torch.arange(9.0).reshape(3, 3).to("neuron").t()  # a non-contiguous argument is written in place
+    getattr(view, method)(diagonal)
+    assert_same(view, getattr(torch.arange(9.0).reshape(3, 3).t(), method)(diagonal))
+    _, executed = executed_after(tracking, lambda: getattr(torch, name)(n, diagonal))
+    assert executed == [f"aten::{name}"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda device: torch.arange(5, device=device),
+    lambda device: torch.arange(2, 9, device=device),
+    lambda device: torch.arange(0, 5, 1, dtype=torch.float32, device=device),
+    lambda device: torch.arange(5, -1, -1, dtype=torch.int32, device=device),
+    lambda device: torch.arange(0.0, 1.0, 0.25, device=device),
+], ids=["end", "start-end", "start-end-step", "negative-step", "float-step"])
+def test_arange_is_tracked_as_the_kernel_torchneuron_runs(tracking, make):
+    """Every arange overload runs whole (one queued op), listed as aten::arange.start_out (the record's tracked_as):
+    the kernel TorchNeuron's composite arange calls and its trackers list."""
+    result, executed = executed_after(tracking, lambda: make("neuron"))
+    assert executed == ["aten::arange.start_out"]
+    assert_same(result, make("cpu"))
+    out = torch.empty(0, dtype=torch.int64, device="neuron")
+    _, executed = executed_after(tracking, lambda: torch.arange(1, 4, out=out))
+    assert executed == ["aten::arange.start_out"]
+    assert_same(out, torch.arange(1, 4))
+
+
 def test_new_empty_is_one_op_and_keeps_a_requested_device(tracking):
     n = torch.arange(6.0).reshape(2, 3).to("neuron")
     result, executed = executed_after(tracking, lambda: n.new_empty((4, 2), dtype=torch.float16))
