@@ -716,7 +716,7 @@ OPS = {
     "aten::view": Record(NATIVE, healthy_read=READS_ITS_INPUT),
     "aten::where": Record(NATIVE, fusible=(Fuse("self", ANY),), healthy_read=READS_SELECTED),
     "aten::zero_": Record(NATIVE, cost=MEMSET, overwrites=True),
-    "aten::zeros": Record(NATIVE, run=WHOLE, why=ONE_OP + " (empty, zero_)", cost=MEMSET),
+    "aten::zeros": Record(NATIVE, run=WHOLE_INCLUDING_OUT, why=ONE_OP + " (empty, zero_), out= calls too (zeros.out: resize_, zero_)", cost=MEMSET),
     "aten::zeros_like": Record(cost=FREE, issued=ZEROED),
     "_c10d_functional::_wrap_tensor_autograd": Record(
         collective_result="the autograd wrapper of a functional collective's result: the tensor itself"),

@@ -297,10 +297,12 @@ def test_index_select_keeps_its_double_backward(tracking):
     ("aten::full.out", lambda out, _: torch.full((2, 3), 5.0, out=out), (2, 3)),
     ("aten::full.out", lambda out, _: torch.full((2, 3), 7, out=out), (1,)),  # resized, as on the CPU
     ("aten::ones.out", lambda out, _: torch.ones((2, 3), out=out), (1,)),
+    ("aten::zeros.out", lambda out, _: torch.zeros((2, 3), out=out), (2, 3)),
+    ("aten::zeros.out", lambda out, _: torch.zeros(4, out=out), (0,)),
     ("aten::stack.out", lambda out, inputs: torch.stack(inputs, dim=1, out=out), (0,)),
-], ids=["full", "full-resized", "ones-resized", "stack"])
+], ids=["full", "full-resized", "ones-resized", "zeros", "zeros-resized", "stack"])
 def test_out_calls_of_ops_torchneuron_registers_in_out_form_run_as_that_one_op(tracking, name, make, start):
-    """full(out=), ones(out=) and stack(out=) run as their out= overload, one op (run=WHOLE_INCLUDING_OUT), not as
+    """full(out=), ones(out=), zeros(out=) and stack(out=) run as their out= overload, one op (run=WHOLE_INCLUDING_OUT), not as
     its composite's parts (resize_ and fill_, cat.out): TorchNeuron registers those overloads."""
     inputs = [torch.arange(3.0), torch.ones(3)]
     on_device = [t.to("neuron") for t in inputs]
