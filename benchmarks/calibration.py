@@ -185,13 +185,17 @@ def model_case(row: dict, stack: str) -> Case:
         # a served model is compiled for a fixed batch: every decode step runs (pads to) that batch, and the
         # request's prompt is prefilled as it comes
         compiled = workload.get("compiled_batch_size")
+        # the sequence length the serving graphs were compiled for (the row's seq), given where the stack compiles
+        # for that one length (stacks.compiled_tokens): elsewhere the prompt runs as it comes
+        padded = stacks.STACKS[stack].pads_to_compiled_length and workload.get("seq")
         request = plan.Request(mode=kind, batch=workload["batch"], compiled_batch=compiled,
                                input_len=workload["input_len"], output_len=workload["output_len"],
-                               weights=_weights(workload))
+                               weights=_weights(workload), compiled_seq=workload["seq"] if padded else None)
         grid = Layout.make(target, layout["nodes"], layout["tp"], 1, 1)
         case.detail = (f"tp={layout['tp']}, batch {request.batch}{f' (compiled for {compiled})' if compiled else ''}, "
-                       f"{request.input_len} in / {request.output_len} out" + (f", {request.weights} weights"
-                                                                              if request.weights else ""))
+                       f"{request.input_len} in / {request.output_len} out"
+                       + (f" (compiled for {request.compiled_seq} tokens)" if request.compiled_seq else "")
+                       + (f", {request.weights} weights" if request.weights else ""))
     key = (config, target.name, target.stack, grid.nodes, grid.tp, grid.pp, grid.dp, request)
     if key not in _PREPARED:   # repeat releases of one configuration are traced once
         _PREPARED[key] = run.prepare(arch, target, grid, request)

@@ -60,10 +60,14 @@ class Efficiencies:
 @dataclass(frozen=True)
 class Stack:
     """A stack a user can name: what it is, and the published rows that stand for it, as (population, kinds):
-    the populations are the software the rows' sources name (benchmarks/calibration.py's stack_of())."""
+    the populations are the software the rows' sources name (benchmarks/calibration.py's stack_of()).
+    `pads_to_compiled_length`: a served model's graphs were compiled for one sequence length only (no buckets), so
+    every prompt is encoded padded to that length and every decode step attends over the whole compiled cache
+    (compiled_tokens())."""
     description: str
     stands_for: tuple
     tuned: bool
+    pads_to_compiled_length: bool = False
 
 
 STACKS = {
@@ -76,8 +80,15 @@ STACKS = {
                                   "encoding included: long prompts of its Llama-2 samples ran 1.6-4.5x slower than "
                                   "the same library's Llama-3 samples of the same shape one release later",
                                   (("transformers-neuronx", ("prefill", "decode")),), tuned=False),
-    "optimum-neuron": Stack("Hugging Face optimum-neuron's vLLM server (`optimum-cli neuron serve`)",
-                            (("optimum-neuron", ("prefill", "decode")),), tuned=False),
+    # optimum-neuron's NxD backend compiles its context-encoding and token-generation graphs for one length: its
+    # models' _get_neuron_config never sets enable_bucketing, which NxDNeuronConfig defaults to False, and without it
+    # create_context_encoding_wrapper and create_token_generation_wrapper take generate_buckets(sequence_length,
+    # sequence_length), the one bucket of the compiled sequence length (huggingface/optimum-neuron,
+    # optimum/neuron/models/inference/backend/config.py and .../modules/decoder/modeling_decoder.py)
+    "optimum-neuron": Stack("Hugging Face optimum-neuron's vLLM server (`optimum-cli neuron serve`): its graphs are "
+                            "compiled for one sequence length, so a prompt is encoded padded to it and each decode "
+                            "step attends over all of it",
+                            (("optimum-neuron", ("prefill", "decode")),), tuned=False, pads_to_compiled_length=True),
     "megatron-lm-reference": Stack("AWS's early reference port of Megatron-LM (Neuron SDK 2.5-2.6)",
                                    (("megatron-lm-reference", ("train",)),), tuned=False),
     "hf-torch-neuronx": Stack("Hugging Face Trainer scripts on torch-neuronx, data parallel only",
@@ -91,6 +102,15 @@ def check(name: str) -> str:
         raise ValueError(f"unknown --stack {name!r}; choose one of: " + ", ".join(
             f"{stack}{' (default)' if stack == DEFAULT else ''}" for stack in STACKS))
     return name
+
+
+def compiled_tokens(stack: str, tokens: int, compiled_seq: int | None) -> int:
+    """The positions a served model's graph runs for `tokens` (a prompt's, or a decode step's context): the
+    compiled sequence length when `stack` compiles its graphs for that one length (Stack.pads_to_compiled_length)
+    and the request names it (`compiled_seq`), else `tokens` as the request brings them."""
+    if compiled_seq and STACKS[check(stack)].pads_to_compiled_length:
+        return max(tokens, compiled_seq)
+    return tokens
 
 
 def judged_by(population: str, kind: str) -> list[str]:

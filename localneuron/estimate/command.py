@@ -42,6 +42,7 @@ class EstimateOptions:
     seq: int = _REQUEST["seq"]
     batch: int = _REQUEST["batch"]
     compiled_batch: int | None = _REQUEST["compiled_batch"]
+    compiled_seq: int | None = _REQUEST["compiled_seq"]
     input_len: int = _REQUEST["input_len"]
     output_len: int = _REQUEST["output_len"]
     recompute: str | None = None
@@ -55,7 +56,8 @@ def _request(args: EstimateOptions) -> Request:
                          "a model as written recomputes whole layers (--recompute full) or nothing (none)")
     return Request(mode=args.mode, dtype=args.dtype, micro_batch=args.micro_batch, global_batch=args.global_batch,
                         seq=args.seq, batch=args.batch, input_len=args.input_len, output_len=args.output_len,
-                        zero1=args.zero1, recompute=recompute, weights=args.weights, compiled_batch=args.compiled_batch)
+                        zero1=args.zero1, recompute=recompute, weights=args.weights, compiled_batch=args.compiled_batch,
+                        compiled_seq=args.compiled_seq)
 
 
 def _fits_compared(written: dict, recipe: dict) -> str:
@@ -105,6 +107,9 @@ def run(args: EstimateOptions) -> int:
                 raise ImportError("--as-written builds the model with transformers: pip install 'localneuron[hf]'")
             request = _request(args)
             layout = Layout.make(target, args.nodes, args.tp, args.pp, args.dp)
+            if (args.model_fn or args.as_written) and args.compiled_seq is not None:
+                raise ValueError("--compiled-seq goes with --hf-config's tuned recipe (no --as-written): the recipe "
+                                 "pads the prompt to the compiled length where the --stack compiles for one length")
             if args.model_fn and args.compiled_batch is not None:
                 raise ValueError("--compiled-batch goes with --hf-config: a --model-fn model decodes at the batch of "
                                  "its example inputs; return inputs of the compiled batch to price that")
@@ -150,7 +155,7 @@ def _script(args: EstimateOptions, target) -> dict:
     if args.mode not in (None, "train"):
         raise ValueError("--script prices a training script's step: --mode train (or no --mode)")
     for name, default in {"tp": 1, "pp": 1, "dp": None, "micro_batch": 1, "global_batch": None, "seq": 2048,
-                          "compiled_batch": None}.items():
+                          "compiled_batch": None, "compiled_seq": None}.items():
         if getattr(args, name) != default:
             raise ValueError(f"--{name.replace('_', '-')} does not go with --script: the script's own code sets its "
                              f"layout and shapes")

@@ -25,7 +25,7 @@ OPTIMIZER_STEP_BYTES = {"bf16": 4 * 4 + 3 * 4 + 2, "fp32": 4 * 4 + 3 * 4}
 MODES = ("train", "prefill", "decode")
 # request fields and the most any run could use: beyond them shapes overflow (and no hardware holds it)
 LIMITS = {"micro_batch": 1 << 20, "global_batch": 1 << 40, "seq": 1 << 24, "batch": 1 << 20,
-          "compiled_batch": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24}
+          "compiled_batch": 1 << 20, "input_len": 1 << 24, "output_len": 1 << 24, "compiled_seq": 1 << 24}
 
 
 class RequestError(ValueError):
@@ -49,6 +49,9 @@ class Request:
     # every step at that batch, padding the free slots, and holds a KV cache for all of them; the prompt is
     # prefilled as the request brings it
     compiled_batch: int | None = None
+    # serving: the sequence length the graphs were compiled for (None: not given). A stack that compiles for that one
+    # length (costmodel/stacks.py, compiled_tokens()) encodes every prompt padded to it and attends over all of it
+    compiled_seq: int | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -69,6 +72,13 @@ class Request:
         if self.compiled_batch is not None and self.mode == "train":
             raise RequestError("--compiled-batch is the batch a served model's decode graph was compiled for: "
                                "give it with --mode prefill or decode (training batches: --micro-batch)")
+        if self.compiled_seq is not None and self.mode == "train":
+            raise RequestError("--compiled-seq is the sequence length a served model's graphs were compiled for: "
+                               "give it with --mode prefill or decode (training sequences: --seq)")
+        held = self.input_len + (self.output_len if self.mode == "decode" else 0)
+        if self.compiled_seq is not None and self.compiled_seq < held:
+            raise RequestError(f"--compiled-seq {self.compiled_seq} does not hold the request's {held} tokens "
+                               f"(--input-len{' + --output-len' if self.mode == 'decode' else ''})")
         if self.compiled_batch is not None and self.compiled_batch < self.batch:
             raise RequestError(f"--batch {self.batch} does not fit a graph compiled for --compiled-batch "
                                f"{self.compiled_batch}: a served model decodes at most its compiled batch at once")

@@ -34,15 +34,19 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
         else:
             # the recipe runs the prompt sequence parallel when that is faster (long prompts: the norms
             # shrink by tp; short ones: the ring all-gathers' latency outweighs it)
-            prompts = [recipe.inference_stack(arch, layout, request, request.input_len, 0, sequence_parallel)
+            # a stack whose graphs are compiled for one sequence length runs every prompt and every step's
+            # attention at that length (stacks.compiled_tokens)
+            def positions(tokens):
+                return stacks.compiled_tokens(chip.stack, tokens, request.compiled_seq)
+            prompts = [recipe.inference_stack(arch, layout, request, positions(request.input_len), 0, sequence_parallel)
                        for sequence_parallel in ((False, True) if layout.tp > 1 else (False,))]
             decode = None
             total = request.input_len
             if request.mode == "decode":
                 decode = recipe.inference_stack(arch, layout, request.decoding(), 1,
-                                                request.input_len + request.output_len // 2)
+                                                positions(request.input_len + request.output_len // 2))
                 total += request.output_len
-            kv_cache = recipe.kv_cache_bytes(arch, layout, request.decoding(), total)
+            kv_cache = recipe.kv_cache_bytes(arch, layout, request.decoding(), positions(total))
 
             def schedule():
                 prefill = min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
@@ -129,6 +133,7 @@ def _answer(model: dict, result: dict, chip: Chip, layout: Layout, request: plan
                     **({"micro_batch": request.micro_batch, "global_batch": result["global_batch"], "seq": request.seq}
                        if request.mode == "train" else
                        {"batch": request.batch, "compiled_batch": request.decoding().batch,
+                        **({"compiled_seq": request.compiled_seq} if request.compiled_seq else {}),
                         "input_len": request.input_len, "output_len": request.output_len,
                         "weights": request.weights or request.dtype})},
         **{k: v for k, v in result.items() if k != "global_batch"},

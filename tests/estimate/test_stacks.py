@@ -171,3 +171,36 @@ def test_the_option_help_names_every_stack(capsys, monkeypatch):
     text = " ".join(capsys.readouterr().out.split())
     assert stopped.value.code == 0 and all(name in text for name in stacks.STACKS)
     assert f"{stacks.DEFAULT} (the default" in text
+
+
+def test_a_stack_compiled_for_one_length_pads_every_prompt_and_step_to_it():
+    # optimum-neuron compiles its serving graphs for one sequence length (no buckets): the prompt's own length
+    # no longer matters, the compiled length does; a stack with buckets (the default) runs the prompt as it comes
+    assert stacks.STACKS["optimum-neuron"].pads_to_compiled_length
+    assert not stacks.STACKS[stacks.DEFAULT].pads_to_compiled_length
+    assert stacks.compiled_tokens("optimum-neuron", 100, 512) == 512
+    assert stacks.compiled_tokens("optimum-neuron", 100, None) == 100
+    assert stacks.compiled_tokens(stacks.DEFAULT, 100, 512) == 100
+    padded = dataclasses.replace(TRN2, stack="optimum-neuron")
+
+    def answer(target, **request):
+        return run.estimate(small_llama(), target, Layout.make(target, 1, 4, 1, 1),
+                            plan.Request(mode="decode", output_len=64, **request))
+    short, long = answer(padded, input_len=100, compiled_seq=512), answer(padded, input_len=300, compiled_seq=512)
+    assert short["ttft_s"] == pytest.approx(long["ttft_s"]) and short["tpot_s"] == pytest.approx(long["tpot_s"])
+    as_compiled = answer(padded, input_len=512 - 32)   # the mean decode step's context: input + output / 2
+    assert short["tpot_s"] == pytest.approx(as_compiled["tpot_s"])
+    assert short["ttft_s"] > answer(padded, input_len=100)["ttft_s"]
+    assert short["request"]["compiled_seq"] == 512 and "compiled_seq" not in answer(padded, input_len=100)["request"]
+    tuned = dataclasses.replace(TRN2, stack=stacks.DEFAULT)
+    assert answer(tuned, input_len=100, compiled_seq=512)["ttft_s"] == pytest.approx(answer(tuned, input_len=100)["ttft_s"])
+
+
+def test_a_compiled_length_must_hold_the_request():
+    with pytest.raises(plan.RequestError, match="does not hold"):
+        plan.Request(mode="decode", input_len=500, output_len=64, compiled_seq=512)
+    with pytest.raises(plan.RequestError, match="does not hold"):
+        plan.Request(mode="prefill", input_len=600, compiled_seq=512)
+    with pytest.raises(plan.RequestError, match="--mode prefill or decode"):
+        plan.Request(mode="train", compiled_seq=512)
+    assert plan.Request(mode="prefill", input_len=512, output_len=4096, compiled_seq=512).compiled_seq == 512
