@@ -69,6 +69,10 @@ def add_parser(commands):
     p.add_argument("--compiled-batch", type=int,
                    help="serving: the batch the model was compiled for (default --batch). Every decode step runs "
                         "all its slots and the KV cache holds them; the prompt is prefilled at --batch")
+    p.add_argument("--compiled-seq", type=int,
+                   help="serving: the sequence length the model's graphs were compiled for. A --stack that compiles "
+                        "for that one length (optimum-neuron) encodes every prompt padded to it and attends over "
+                        "all of it each decode step; other stacks bucket, and run the request's own lengths")
     p.add_argument("--input-len", type=int, help=f"inference: prompt tokens (default {DEFAULT.input_len})")
     p.add_argument("--output-len", type=int, help=f"inference: generated tokens (default {DEFAULT.output_len})")
     p.add_argument("--recompute", choices=("none", "selective", "full"),

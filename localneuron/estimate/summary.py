@@ -1,4 +1,5 @@
 """The one text rendering of an estimate (run._answer's result), whatever the model source."""
+from localneuron.costmodel import stacks
 from localneuron.runtime.units import bytes_text, seconds_text
 
 WHAT = {"train": "training step", "prefill": "prefill", "decode": "decode step"}
@@ -83,8 +84,12 @@ def _model(e: dict) -> list[str]:
                      f"{req['global_batch']}, {e['micro_batches_per_step']} micro-batches per step, seq {req['seq']})")
         total = e["step_s"]
     else:
+        padded = req.get("compiled_seq") and stacks.compiled_tokens(e["stack"]["name"], req["input_len"],
+                                                                   req["compiled_seq"]) != req["input_len"]
         lines.append(f"  time to first token {seconds_text(e['ttft_s'])} (batch {req['batch']} x {req['input_len']} "
-                     f"tokens: {e['prefill_tokens_per_s']:,.0f} prompt tokens/s)")
+                     f"tokens: {e['prefill_tokens_per_s']:,.0f} prompt tokens/s"
+                     + (f"; encoded padded to the {req['compiled_seq']} positions the graphs were compiled for"
+                        if padded else "") + ")")
         total = e["ttft_s"]
         if req["mode"] == "decode":
             lines.append(f"  time per output token {seconds_text(e['tpot_s'])}: {e['tokens_per_s']:,.1f} tokens/s "

@@ -248,6 +248,25 @@ def test_the_cli_prices_a_compiled_batch_and_refuses_it_where_inputs_set_the_bat
     assert r.returncode == 2 and "--compiled-batch does not go with --script" in r.stderr
 
 
+def test_the_cli_pads_to_the_compiled_sequence_length_only_for_a_stack_that_compiles_one_length():
+    config = str(CONFIGS / "llama-3.1-8b.json")
+    common = ("estimate", "--hf-config", config, "--target", "trn2", "--tp", "4", "--mode", "prefill", "--input-len",
+              "512", "--json", "-")
+
+    def seconds(*extra):
+        r = localneuron(*common, *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout[r.stdout.index("{"):])["breakdown"]["compute"]
+
+    padded, unpadded = (seconds("--stack", "optimum-neuron", *extra) for extra in (("--compiled-seq", "4096"), ()))
+    assert padded > 4 * unpadded  # 4096 positions encoded, not 512 (attention grows faster than the GEMMs)
+    assert seconds("--compiled-seq", "4096") == seconds()  # the default stack buckets: the request's own length
+    r = localneuron(*common[:-2], "--stack", "optimum-neuron", "--compiled-seq", "4096")
+    assert "encoded padded to the 4096 positions the graphs were compiled for" in r.stdout, r.stderr
+    r = localneuron(*common, "--compiled-seq", "256")
+    assert r.returncode == 2 and "--compiled-seq 256 does not hold the request's 512 tokens" in r.stderr
+
+
 @pytest.mark.parametrize("tp", [1, 4])
 def test_the_recipes_loss_over_a_split_vocabulary_all_reduces_three_values_per_token(tp):
     from localneuron.estimate import recipe
