@@ -1,6 +1,7 @@
 """The Transformers Trainer on `neuron` with its default arguments plus bf16, gradient accumulation,
 evaluation, checkpoints and resume_from_checkpoint: losses match the CPU run, in one process and under
-`torchrun --nproc_per_node 2` (against CPU + Gloo, DDP with find_unused_parameters left at its default).
+`torchrun --nproc_per_node 2` (against CPU + Gloo, DDP with find_unused_parameters left at its default; bf16 in the
+single process).
 The example runs as users run it, with its default output directory (removed at the end)."""
 import pytest
 
@@ -38,8 +39,8 @@ def single_process():
 
 @pytest.fixture(scope="module")
 def two_ranks():
-    return {name: torchrun(2, SCRIPT, *flags)
-            for name, flags in (("neuron", ()), ("cpu", ("--cpu",)), ("neuron-bf16", ("--bf16",)))}
+    # bf16 is the single process's: autocast is per process, and DDP's reduction is the fp32 run's
+    return {name: torchrun(2, SCRIPT, *flags) for name, flags in (("neuron", ()), ("cpu", ("--cpu",)))}
 
 
 def test_single_process_trains_on_neuron_and_matches_the_cpu(single_process):
@@ -77,12 +78,7 @@ def test_torchrun_two_ranks_match_cpu_gloo(two_ranks):
         assert rank_device["parameter_sums"] == pytest.approx(rank_cpu["parameter_sums"], rel=1e-4)
 
 
-@pytest.mark.parametrize("name", ["neuron", "neuron-bf16", "cpu"])
+@pytest.mark.parametrize("name", ["neuron", "cpu"])
 def test_torchrun_resume_from_checkpoint_reproduces_the_run_on_every_rank(two_ranks, name):
     for rank in two_ranks[name]:
         assert_resume_reproduces_the_run(rank)
-
-
-def test_torchrun_bf16_trains_close_to_fp32(two_ranks):
-    for bf16, fp32 in zip(two_ranks["neuron-bf16"], two_ranks["neuron"]):
-        assert_bf16_trains_close_to_fp32(bf16, fp32)

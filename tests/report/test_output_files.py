@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cli_runner import localneuron
+from cli_runner import localneuron, localneuron_in_process
 from fresh_python import run_python
 from localneuron.report import ranks
 from localneuron.profiler import profile_files
@@ -212,8 +212,8 @@ def test_estimate_json_never_writes_through_a_planted_temporary_name(shared, sec
     out = shared / "estimate.json"
     as_other_user("ln", "-s", str(secret / "victim.txt"), str(out) + ".tmp")
     as_other_user("ln", "-s", str(secret / "victim.txt"), str(out))
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--target", "trn1", "--tp", "32", "--mode",
-                    "decode", "--input-len", "128", "--output-len", "128", "--json", str(out))
+    r = localneuron_in_process("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--target", "trn1", "--tp", "32",
+                               "--mode", "decode", "--input-len", "128", "--output-len", "128", "--json", str(out))
     assert r.returncode == 0, r.stderr
     assert untouched(secret) and not out.is_symlink() and json.loads(out.read_text())["fits"] is True
 
@@ -222,7 +222,7 @@ def test_estimate_json_never_writes_through_a_planted_temporary_name(shared, sec
 def test_estimate_json_in_another_users_directory_fails_before_the_estimate(shared, secret):
     as_other_user("mkdir", "-m", "777", str(shared / "theirs"))
     out = shared / "theirs" / "estimate.json"
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(out))
+    r = localneuron_in_process("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(out))
     assert r.returncode == 2 and f"cannot write --json {out}: its directory {shared / 'theirs'}: it belongs to uid " \
                                   f"{OTHER_UID}" in r.stderr
     assert "time per" not in r.stdout and not out.exists()
@@ -287,7 +287,8 @@ def test_another_users_symlink_in_a_parent_directory_is_refused_not_followed(sha
     with pytest.raises(OutputError, match=f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}, not by you"):
         write_output(str(through_link), "overwritten")
     assert untouched(secret)
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(through_link))
+    r = localneuron_in_process("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json",
+                               str(through_link))
     assert r.returncode == 2 and f"{shared / 'link'} is a symlink owned by uid {OTHER_UID}" in r.stderr, r.stderr
     assert untouched(secret)
 
@@ -375,7 +376,7 @@ def test_a_fifo_at_the_name_is_refused_and_stays_a_fifo(tmp_path):
         OutputFile(str(fifo), "--json")  # at the start of the run, before anything is computed
     with pytest.raises(OutputError, match="never replaces one"):
         write_output(str(fifo), "{}")
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(fifo))
+    r = localneuron_in_process("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(fifo))
     assert r.returncode == 2 and "it is a FIFO" in r.stderr, r.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
@@ -396,7 +397,7 @@ def test_the_null_device_takes_the_output_and_stays_the_null_device(tmp_path):
     null = tmp_path / "null"
     os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     assert write_output(str(null), "{}") == str(null)
-    r = localneuron("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(null))
+    r = localneuron_in_process("estimate", "--hf-config", str(ESTIMATE_CONFIG), "--mode", "train", "--json", str(null))
     assert r.returncode == 0, r.stderr
     after = os.lstat(null)
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == os.makedev(1, 3)
