@@ -10,8 +10,10 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,10 +56,19 @@ HERE = Path(__file__).parents[1] / "support"
 PROMPTS = ["the quick brown fox", "hello world, this is", "serving language models with"]
 NEW_TOKENS = 12
 ENGINE_TIMEOUT_S = 1200  # vLLM start-up is ~20 s on an idle 2-core machine; shared CI machines are slower
+# vLLM's processes talk over Unix sockets it names in VLLM_RPC_BASE_PATH (the temporary directory by default) and
+# leaves behind when an engine is killed: these tests give them a directory of their own, removed at the end
+RPC_DIR = tempfile.mkdtemp(prefix="vllm-rpc-")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_rpc_sockets():
+    yield
+    shutil.rmtree(RPC_DIR, ignore_errors=True)
 
 
 def _env(**extra):
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1", VLLM_LOGGING_LEVEL="WARNING",
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1", VLLM_LOGGING_LEVEL="WARNING", VLLM_RPC_BASE_PATH=RPC_DIR,
                VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS=str(vllm_offline_generate.SHUTDOWN_TIMEOUT_S), **extra)
     env.pop("LOCALNEURON_VLLM_PLATFORM", None)
     return env
