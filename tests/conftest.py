@@ -83,6 +83,8 @@ DEVICE_FREE = {
                                          "they check",
     "project/": "checks of the repository's own sources (the environment table, the import layers)",
     "estimate/test_calibration.py": "re-estimates the published rows with the cost model's recipe path",
+    "compile/test_kernel_home.py": "the life of a process's private kernel directory: files, locks and processes "
+                                   "of its own (the one compile runs in a child)",
     "execution/test_queue_signals.py": "the queue workers' signal masks, read in fresh interpreters that set the mode",
     "device/test_torch_neuronx_utils.py": "torch_neuronx.utils read in fresh interpreters that set the mode",
     "nki/test_nki_capacity.py": "NKI kernels on the simulator's numpy memories",

@@ -13,7 +13,6 @@ The payload is data, not a pickle of the whole: a JSON header, the pickled Compi
 cache.py only hands over once the entry is authenticated), then the kernel libraries, each named in
 the header by its source digest and the sha256 of its bytes, checked before it is written or loaded.
 """
-import atexit
 import contextlib
 import copy
 import functools
@@ -22,8 +21,6 @@ import json
 import os
 import pickle
 import re
-import shutil
-import tempfile
 import time
 
 import filelock
@@ -37,13 +34,13 @@ from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstant
 from torch._inductor.utils import BoxedBool
 
 from localneuron.compiler.settings import log
+from localneuron.runtime.process_dirs import process_directory
 from localneuron.runtime import checked_files
 from localneuron.runtime.environment import overriding
 
 HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+KERNEL_HOME_PREFIX = "localneuron-kernels-"
 STORED_KERNELS = "stored"  # inside the private directory: the kernels of loaded entries, named by sha256
-
-_private: tuple[int, str] | None = None  # (pid, directory): a forked child makes its own
 
 # Random ops stay calls of their eager kernels, in graph order, drawing from the CPU's default generator as the
 # same ops do in eager (localneuron/device/random.py, rule 1); by default AOTAutograd's decompositions and Inductor
@@ -52,17 +49,8 @@ random_ops_as_eager = functools.partial(inductor_config.patch, fallback_random=T
 
 
 def private_home() -> str:
-    """A 0700 directory of this process's own, removed when it exits."""
-    global _private
-    if _private is None or _private[0] != os.getpid():
-        _private = os.getpid(), tempfile.mkdtemp(prefix="localneuron-kernels-")
-        atexit.register(_remove_private, *_private)
-    return _private[1]
-
-
-def _remove_private(pid: int, directory: str) -> None:
-    if os.getpid() == pid:  # not in a forked child that inherited the exit handler
-        shutil.rmtree(directory, ignore_errors=True)
+    """A 0700 directory of this process's own, removed when it exits (or, if it is killed, by a later process)."""
+    return process_directory(KERNEL_HOME_PREFIX)
 
 
 class _BoundedFileLock(torch.utils._filelock.FileLock):
