@@ -133,5 +133,5 @@ def test_a_planted_owner_link_is_not_followed(temporary):
     victim = temporary / "victim"
     victim.write_text("keep me")
     (planted / process_dirs.OWNER_FILE).symlink_to(victim)
-    process_dirs.remove_abandoned(PREFIX)  # the link is not opened: the directory counts as being made
-    assert victim.read_text() == "keep me"
+    assert process_dirs.remove_abandoned(PREFIX) == []  # the link is not opened, so nothing says the owner is gone
+    assert victim.read_text() == "keep me" and planted.is_dir()
