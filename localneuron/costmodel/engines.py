@@ -152,15 +152,34 @@ def _gemms(layout: str, inputs: list) -> list[tuple]:
     return [gemm, gemm] if backward else [gemm]
 
 
+# The most query positions the NKI Library's token-generation attention kernel is for (attention_tkg.py, "INTENDED
+# USAGE: Use with s_active <= 7"): at that many positions or fewer, a forward attention runs as that kernel.
+DECODE_ATTENTION_MAX_QUERIES = 7
+
+
 def _attention_gemms(passes: int, inputs: list) -> tuple[list, int, int]:
-    """GEMMs of fused attention per batch and query head (the scores over the query/key head size, the weighted
-    values over the value head size), and its score rows. The backward's inputs start with the output's gradient."""
+    """GEMMs of fused attention (the scores over the query/key head size, the weighted values over the value head size)
+    as the NKI Library's attention kernels lay them out, and its score rows. The backward's inputs start with the
+    output's gradient. Grouped-query attention reaches the op as keys and values with fewer heads than the queries
+    (the query heads of a group share one key/value head: the fused op takes them so, csrc/aten/attention.cpp).
+    A forward over a few query positions (decode) runs as the token-generation kernel, which stacks the query heads
+    sharing a key/value head into the rows of one GEMM against that head's keys and values: rows = query positions
+    x query heads per kv head, one GEMM per batch and kv head (nkilib/core/attention/attention_tkg.py: q [B, d, H,
+    s_active] against k_prior [B, 1, s_prior, d], "qk[batch_idx] = matmul(k_sb, q_sb[batch_idx])"; its caller
+    attention_block_tkg.py: "kv_heads: 1 (GQA with single KV head)"). A longer forward (context encoding) and the
+    backward run one GEMM per batch and query head over the query positions, the kv head read for each query head
+    of its group (attention_cte.py: "maps Q batch id to correct KV batch id"; attention_bwd.py loops the
+    nheads_per_kv_head query heads of a kv head)."""
     q, k, v = inputs[passes - 1:passes + 2]
     batch_heads = math.prod(q.shape[:-2])
     s, t, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     fp32 = q.dtype in FP32_MATMUL
-    gemms = [(batch_heads, s, d, t, fp32), (batch_heads, s, t, dv, fp32)] * (2 * passes - 1)
-    return gemms, batch_heads * s, t
+    group = 1
+    if passes == 1 and s <= DECODE_ATTENTION_MAX_QUERIES and q.dim() >= 3 and k.dim() >= 3 and \
+            0 < k.shape[-3] < q.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        group = q.shape[-3] // k.shape[-3]
+    gemms = [(batch_heads // group, s * group, d, t, fp32), (batch_heads // group, s * group, t, dv, fp32)]
+    return gemms * (2 * passes - 1), batch_heads * s, t
 
 
 def _passes(rule) -> list[tuple[str, float]]:

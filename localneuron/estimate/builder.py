@@ -124,7 +124,8 @@ class LayerShard(nn.Module):
 
     def _attention_core(self, q, k, v, causal):
         # the device's fused attention (what F.scaled_dot_product_attention runs on neuron tensors); with
-        # grouped-query attention the kernel reads each kv head once for its group of query heads
+        # grouped-query attention k and v keep their kv heads (the op takes a group of query heads per kv head, as
+        # SDPA's enable_gqa hands them: no copy repeats them), and the cost model reads the group from the operands
         dropout = self.arch.dropout if self.training else 0.0
         return FUSED_ATTENTION(q, k, v, None, dropout, causal, scale=1.0 / math.sqrt(self.arch.head_dim))[0]
 
@@ -144,10 +145,6 @@ class LayerShard(nn.Module):
         if past is not None:             # decode: the new token's k/v join the cache
             k = torch.cat((past[0], k), dim=2)
             v = torch.cat((past[1], v), dim=2)
-        if self.kv_heads != self.heads:  # the kernel's view of grouped-query attention: no copy of k/v is made
-            group = self.heads // self.kv_heads
-            k = k.unsqueeze(2).expand(b, self.kv_heads, group, *k.shape[2:]).flatten(1, 2)
-            v = v.unsqueeze(2).expand(b, self.kv_heads, group, *v.shape[2:]).flatten(1, 2)
         causal = self.arch.causal and past is None and s > 1
         if self.recompute == "selective" and self.training:
             attended = checkpoint(self._attention_core, q, k, v, causal, use_reentrant=False)
