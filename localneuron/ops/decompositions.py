@@ -136,9 +136,9 @@ def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, w
     sum_dy = dy.sum(dims)
     sum_dy_xmu = (dy * (input.float() - _per_channel(mean, input))).sum(dims)
     param_dtype = weight.dtype if weight is not None else input.dtype
-    grad_weight = (sum_dy_xmu * invstd).to(param_dtype) if weight_g else None
-    grad_bias = sum_dy.to(param_dtype) if bias_g else None
-    return (sum_dy if input_g else None), (sum_dy_xmu if input_g else None), grad_weight, grad_bias
+    # All four results whatever input_g / weight_g / bias_g say, as TorchNeuron's kernel gives them (CUDA's leaves
+    # the unrequested ones undefined); SyncBatchNorm's backward reads only the ones it asked for either way.
+    return sum_dy, sum_dy_xmu, (sum_dy_xmu * invstd).to(param_dtype), sum_dy.to(param_dtype)
 
 
 def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
