@@ -129,6 +129,52 @@ def test_fused_rms_norm_runs_as_one_op_forward_and_backward(tracking):
     assert_same((xn.grad, wn.grad), (xc.grad, wc.grad))
 
 
+@pytest.mark.parametrize("input_dtype,weight_dtype", [
+    (torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16),
+    (torch.bfloat16, torch.bfloat16), (torch.bfloat16, None)])
+def test_rms_norm_is_one_fused_rms_norm_whatever_the_dtypes(tracking, input_dtype, weight_dtype):
+    """TorchNeuron registers rms_norm itself: one _fused_rms_norm and its backward even when the input's and the
+    weight's dtypes differ (PyTorch's composite code then decomposes it, with a warning); the values and dtypes are
+    the CPU's, the weight's gradient unrounded in the weight's dtype."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 3, 8, generator=g).to(input_dtype)
+    weight = None if weight_dtype is None else torch.randn(3, 8, generator=g).to(weight_dtype)
+    grad = torch.randn(5, 3, 8, generator=g).to(input_dtype)
+    xc, wc = x.clone().requires_grad_(), None if weight is None else weight.clone().requires_grad_()
+    xn, wn = x.to("neuron").requires_grad_(), None if weight is None else weight.to("neuron").requires_grad_()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mismatch dtype between input and weight")
+        cpu = F.rms_norm(xc, (3, 8), wc, 1e-5)
+    tracking.clear_op_tracking()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Cannot dispatch to fused implementation" on the device
+        result = F.rms_norm(xn, (3, 8), wn, 1e-5)
+    torch.neuron.synchronize()
+    assert "aten::_fused_rms_norm" in tracking.get_executed_ops()
+    assert not {"aten::rsqrt", "aten::mean.dim", "aten::pow.Tensor_Scalar"} & set(tracking.get_executed_ops())
+    assert_same(result.detach(), cpu.detach())
+    cpu.backward(grad)
+    tracking.clear_op_tracking()
+    result.backward(grad.to("neuron"))
+    torch.neuron.synchronize()
+    assert "aten::_fused_rms_norm_backward" in tracking.get_executed_ops()
+    assert_same(xn.grad, xc.grad)
+    if weight is not None:
+        assert_same(wn.grad, wc.grad)
+
+
+def test_rms_norm_refuses_mismatched_shapes_as_the_cpu_does():
+    for args in (((3, 4), (5,), None), ((3, 4), (4,), (5,)), ((3, 4), (), None)):
+        shape, normalized, weight_shape = args
+        messages = []
+        for device in ("cpu", "neuron"):
+            weight = None if weight_shape is None else torch.ones(weight_shape, device=device)
+            with pytest.raises(RuntimeError) as error:
+                F.rms_norm(torch.ones(shape, device=device), normalized, weight)
+            messages.append(str(error.value).splitlines()[0])
+        assert messages[0] == messages[1]
+
+
 def test_grouped_mm_runs_as_one_op_not_as_mm_per_group(tracking):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 8, generator=g).bfloat16()  # rows of a grouped by the offsets, one weight each
