@@ -175,6 +175,47 @@ def test_rms_norm_refuses_mismatched_shapes_as_the_cpu_does():
         assert messages[0] == messages[1]
 
 
+@pytest.mark.parametrize("where", ["whole", "after a slice", "beside an index tensor"])
+@pytest.mark.parametrize("selects", ["nothing", "some"])
+def test_boolean_mask_index_runs_nonzero_then_index_or_nothing(tracking, where, selects):
+    """x[mask] as TorchNeuron runs it: aten::nonzero turns the mask into index tensors, then aten::index.Tensor runs
+    on them; a mask that selects nothing gives the empty result with no index kernel run. Values and shapes are the
+    CPU's."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 4, 5, generator=g)
+    mask_shape = (4, 5) if where == "after a slice" else (3, 4, 5) if where == "whole" else (3,)
+    mask = torch.rand(mask_shape, generator=g) > 0.5 if selects == "some" else torch.zeros(mask_shape, dtype=torch.bool)
+    if selects == "some":
+        mask.view(-1)[0] = True
+    rows = torch.tensor([0, 2, 4])
+
+    def index(t, m, r):
+        return t[m] if where == "whole" else t[:, m] if where == "after a slice" else t[m, :, r]
+
+    if where == "beside an index tensor":
+        rows = rows[:1]
+    cpu = index(x, mask, rows)
+    result, executed = executed_after(tracking, lambda: index(x.to("neuron"), mask.to("neuron"), rows.to("neuron")))
+    assert "aten::nonzero" in executed
+    assert ("aten::index.Tensor" in executed) == (selects == "some")
+    assert_same(result, cpu)
+
+
+def test_boolean_mask_index_keeps_the_cpu_errors_and_gradient():
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=r"The shape of the mask \[4\] at index 0 does not match"):
+            torch.zeros(3, 4, device=device)[torch.ones(4, dtype=torch.bool, device=device)]
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(5))
+    mask = x > 0
+    xc, xn = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    xc[mask].square().sum().backward()
+    xn[mask.to("neuron")].square().sum().backward()
+    assert_same(xn.grad, xc.grad)
+    xn.grad = None
+    xn[torch.zeros_like(mask).to("neuron")].sum().backward()
+    assert_same(xn.grad, torch.zeros(3, 4))
+
+
 def test_grouped_mm_runs_as_one_op_not_as_mm_per_group(tracking):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 8, generator=g).bfloat16()  # rows of a grouped by the offsets, one weight each
