@@ -94,7 +94,8 @@ from localneuron.ops.decompositions import (
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
     BATCH_NORM, BATCH_NORM_BACKWARD, CONVOLUTION_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD,
-    ORTHOGONAL_POLYNOMIAL, OUT_OF_ANOTHER_DTYPE, SOFTMAX_BACKWARD_TO_HALF, SOFTMAX_HALF_TO_FLOAT, HostKernelFix,
+    NATIVE_MULTI_HEAD_ATTENTION, ORTHOGONAL_POLYNOMIAL, OUT_OF_ANOTHER_DTYPE, SOFTMAX_BACKWARD_TO_HALF,
+    SOFTMAX_HALF_TO_FLOAT, HostKernelFix,
 )
 
 NATIVE = "native"
@@ -359,7 +360,7 @@ OPS = {
     "aten::_local_scalar_dense": Record(NATIVE, why="reads the value back through a host copy", cost=FREE),
     "aten::_log_softmax": Record(NATIVE, quirk=SOFTMAX_HALF_TO_FLOAT, cost=Rows(vector=2, scalar=2)),
     "aten::_log_softmax_backward_data": Record(NATIVE, quirk=SOFTMAX_BACKWARD_TO_HALF, cost=Rows(vector=3, scalar=1)),
-    "aten::_native_multi_head_attention": Record(NATIVE),
+    "aten::_native_multi_head_attention": Record(NATIVE, quirk=NATIVE_MULTI_HEAD_ATTENTION),
     "aten::_nested_from_padded": Record(unsupported=NESTED),
     "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
     "aten::_nested_tensor_from_tensor_list": Record(unsupported=NESTED),
