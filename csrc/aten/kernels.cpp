@@ -2,6 +2,7 @@
 // refusals of features Neuron does not have. Every other op goes through the executor.
 #include "aten/counted_impl.h"
 #include "executor/executor.h"
+#include "executor/execution.h"
 #include "runtime/alias.h"
 #include "runtime/allocator.h"
 #include "runtime/device_state.h"
@@ -17,6 +18,10 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/index.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/contiguous_native.h>
 #include <ATen/ops/new_empty_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
@@ -259,6 +264,62 @@ at::Tensor refuse_forward_ad(const at::Tensor&, const at::Tensor&, int64_t) {
                               "forward-mode computation on the CPU.");
 }
 
+// x[mask] as TorchNeuron runs it: each boolean mask becomes the index tensors of its True positions (one
+// aten::nonzero, on the mask's device), then index runs on them, tracked as aten::index.Tensor; when a mask selects
+// nothing the result is empty and no index kernel runs. Calls without a boolean mask, and calls whose masks do not
+// fit the tensor (the host kernel raises PyTorch's own error), go to the executor as they are.
+void index_tensor(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const size_t n = stack->size();
+  const at::Tensor self = (*stack)[n - 2].toTensor();
+  const auto indices = (*stack)[n - 1].to<c10::List<std::optional<at::Tensor>>>();
+  bool has_mask = false;
+  int64_t dims = 0;  // the dimensions of self the indices cover
+  bool fits = true;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index.has_value() || !index->defined()) {
+      dims += 1;
+      continue;
+    }
+    if (index->scalar_type() != c10::kBool) {
+      dims += 1;
+      continue;
+    }
+    has_mask = true;
+    if (index->dim() == 0) fits = false;
+    for (int64_t j = 0; fits && j < index->dim(); ++j) {
+      fits = dims + j < self.dim() && index->size(j) == self.size(dims + j);
+    }
+    dims += index->dim();
+  }
+  if (!has_mask || !fits || dims > self.dim()) return execute(op, keys, stack);
+  c10::List<std::optional<at::Tensor>> expanded;
+  bool selects_nothing = false;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index.has_value() || !index->defined() || index->scalar_type() != c10::kBool) {
+      expanded.push_back(index);
+      continue;
+    }
+    const at::Tensor positions = at::nonzero(*index);  // (selected, mask dims)
+    selects_nothing = selects_nothing || positions.size(0) == 0;
+    for (int64_t j = 0; j < index->dim(); ++j) expanded.push_back(positions.select(1, j));
+  }
+  if (!selects_nothing) {
+    (*stack)[n - 1] = c10::IValue(expanded);
+    return execute(op, keys, stack);
+  }
+  // The shape index would give (advanced-indexing rules), from meta tensors: nothing runs on the device.
+  c10::List<std::optional<at::Tensor>> meta_indices;
+  for (const std::optional<at::Tensor>& index : expanded) {
+    std::optional<at::Tensor> meta;
+    if (index.has_value() && index->defined()) meta = at::empty(index->sizes(), index->options().device(c10::kMeta));
+    meta_indices.push_back(meta);
+  }
+  const at::Tensor meta_self = at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta));
+  const at::Tensor shape = at::index(meta_self, meta_indices);
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, at::empty(shape.sizes(), self.options()));
+}
+
 }  // namespace
 
 TransferCounters transfer_counters() { return {g_h2d.load(), g_d2h.load(), g_d2d.load(), g_copies.load()}; }
@@ -289,6 +350,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   counted_impl(m, CountedKernel::HasCompatibleShallowCopyType, "_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("record_stream", record_stream);
   m.impl("contiguous", contiguous);
+  m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&index_tensor>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>()); }

@@ -136,9 +136,9 @@ def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, w
     sum_dy = dy.sum(dims)
     sum_dy_xmu = (dy * (input.float() - _per_channel(mean, input))).sum(dims)
     param_dtype = weight.dtype if weight is not None else input.dtype
-    grad_weight = (sum_dy_xmu * invstd).to(param_dtype) if weight_g else None
-    grad_bias = sum_dy.to(param_dtype) if bias_g else None
-    return (sum_dy if input_g else None), (sum_dy_xmu if input_g else None), grad_weight, grad_bias
+    # All four results whatever input_g / weight_g / bias_g say, as TorchNeuron's kernel gives them (CUDA's leaves
+    # the unrequested ones undefined); SyncBatchNorm's backward reads only the ones it asked for either way.
+    return sum_dy, sum_dy_xmu, (sum_dy_xmu * invstd).to(param_dtype), sum_dy.to(param_dtype)
 
 
 def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
@@ -292,6 +292,36 @@ def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
     split = tensor_indices_or_sections
     sections_or_indices = int(split.item()) if split.dim() == 0 else split.cpu().tolist()
     return torch.tensor_split(self, sections_or_indices, dim)
+
+
+# -- normalisation --
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """TorchNeuron registers rms_norm itself: one _fused_rms_norm (and its backward) whatever the dtypes, where
+    PyTorch's composite code takes the fused op only when input and weight share a dtype. _fused_rms_norm computes
+    in float32 and multiplies by the weight as it is, so the result is CPU's composite result, dtype included."""
+    shape, dims = list(normalized_shape), ", ".join(str(n) for n in normalized_shape)
+    torch._check(len(shape) > 0, lambda: "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                 f"least one element, but got normalized_shape = {shape}")
+    torch._check(weight is None or list(weight.shape) == shape, lambda: "Expected weight to be of same shape as "
+                 f"normalized_shape, but got weight of shape {list(weight.shape)} and normalized_shape = {shape}")
+    torch._check(input.dim() >= len(shape) and list(input.shape[input.dim() - len(shape):]) == shape,
+                 lambda: f"Given normalized_shape={shape}, expected input with shape [*{dims}], but got input of "
+                 f"size{list(input.shape)}")
+    return torch._fused_rms_norm(input, shape, weight, eps)[0]
+
+
+def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    """PyTorch's reference decomposition, with the weight's gradient in the weight's dtype: the reference rounds it
+    to the input's dtype, which loses bits when a bfloat16 input meets a float32 weight (autograd casts it back, too
+    late). Both gradients are computed in float32 (float64 for float64) and cast once."""
+    from torch._decomp.decompositions import _fused_rms_norm_backward  # PyTorch's reference decomposition
+    from torch._prims_common import get_computation_dtype
+
+    wide = input.to(get_computation_dtype(input.dtype))
+    grad_input, grad_weight = _fused_rms_norm_backward(grad_out, wide, normalized_shape, rstd, weight, output_mask)
+    return (None if grad_input is None else grad_input.to(input.dtype),
+            None if grad_weight is None else grad_weight.to(weight.dtype))
 
 
 # -- storage plumbing --

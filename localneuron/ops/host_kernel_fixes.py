@@ -215,6 +215,27 @@ def _convolution_backward(op, *args, **kwargs):
     return tuple(r if wanted else None for r, wanted in zip(results, _output_mask(args, kwargs)))
 
 
+def _native_multi_head_attention(op, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
+                                 proj_bias, mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
+    # TorchNeuron's kernel takes no mask tensor (checked first) and computes no attention weights; its second result
+    # is an empty tensor (the CPU kernel's is undefined: None).
+    if mask is not None:
+        raise NotImplementedError(
+            f"_native_multi_head_attention: Arbitrary mask tensors not yet supported on the neuron device (mask of "
+            f"shape {list(mask.shape)}, mask_type={mask_type}). Call it with mask=None, or turn "
+            "nn.MultiheadAttention's fast path off (torch.backends.mha.set_fastpath_enabled(False)) so the mask is "
+            "applied by its other path, or use torch.nn.functional.scaled_dot_product_attention with attn_mask.")
+    if need_weights:
+        raise NotImplementedError(
+            "_native_multi_head_attention: need_weights=True is not yet supported on the neuron device (the kernel "
+            "returns no attention weights). Pass need_weights=False; nn.MultiheadAttention calls this op in eval "
+            "mode without gradients (its fast path) with need_weights=True unless told otherwise, so pass "
+            "need_weights=False there too, or turn the fast path off: torch.backends.mha.set_fastpath_enabled(False).")
+    output, _ = op(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, None, False,
+                   average_attn_weights, mask_type)
+    return output, output.new_empty(0)
+
+
 HISTC = HostKernelFix("histogram_cpu refuses integer inputs and counts in the input's low precision (saturates)",
                       _histc_needs_fix, _histc)
 FUSED_SGD = HostKernelFix("CPU fused SGD computes wrong steps for float16/bfloat16 parameters",
@@ -244,3 +265,7 @@ OUT_OF_ANOTHER_DTYPE = HostKernelFix("the CPU kernel refuses an out= of another 
                                      "RuntimeError naming ATen's scalar types (Int, Float); TorchNeuron raises "
                                      "TypeError naming the torch dtypes", _out_of_another_dtype,
                                      _refuse_out_of_another_dtype)
+NATIVE_MULTI_HEAD_ATTENTION = HostKernelFix("the CPU kernel computes attention weights (need_weights=True) and "
+                                            "applies mask tensors, and returns None for the weights it does not "
+                                            "compute; TorchNeuron refuses the first two with NotImplementedError and "
+                                            "returns an empty tensor", _every_call, _native_multi_head_attention)

@@ -80,8 +80,6 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
 from dataclasses import dataclass
 from typing import Callable
 
-from torch._decomp.decompositions import _fused_rms_norm_backward  # PyTorch's reference decomposition
-
 from localneuron.costmodel.engines import (
     CONVERSION, FREE, MOVEMENT, REDUCTION, Attention, Elementwise, Matmul, Rows, use_rules,
 )
@@ -90,13 +88,14 @@ from localneuron.ops.decompositions import (
     addmm_dtype, baddbmm_dtype, batch_norm_backward_elemt, batch_norm_backward_reduce, batch_norm_elemt,
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
-    fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, mm_dtype,
-    lazy_clone, tensor_split_by_tensor,
+    fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, fused_rms_norm_backward,
+    lazy_clone, mm_dtype, rms_norm, tensor_split_by_tensor,
 )
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
     BATCH_NORM, BATCH_NORM_BACKWARD, CONVOLUTION_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD,
-    ORTHOGONAL_POLYNOMIAL, OUT_OF_ANOTHER_DTYPE, SOFTMAX_BACKWARD_TO_HALF, SOFTMAX_HALF_TO_FLOAT, HostKernelFix,
+    NATIVE_MULTI_HEAD_ATTENTION, ORTHOGONAL_POLYNOMIAL, OUT_OF_ANOTHER_DTYPE, SOFTMAX_BACKWARD_TO_HALF,
+    SOFTMAX_HALF_TO_FLOAT, HostKernelFix,
 )
 
 NATIVE = "native"
@@ -346,7 +345,7 @@ OPS = {
     "aten::_foreach_zero_": Record(run=WHOLE, why=FOREACH, overwrites=True),
     "aten::_fused_adamw_": Record(NATIVE),
     "aten::_fused_rms_norm": Record(NATIVE, run=WHOLE, why=ONE_OP, cost=Rows(vector=2, scalar=1)),
-    "aten::_fused_rms_norm_backward": Record(NATIVE, run=on_host(_fused_rms_norm_backward), why="the backward of _fused_rms_norm (run whole), which has kernels for CUDA and MPS only; TorchNeuron runs it as one op", cost=Rows(vector=5)),
+    "aten::_fused_rms_norm_backward": Record(NATIVE, run=on_host(fused_rms_norm_backward), why="the backward of _fused_rms_norm (run whole), which has kernels for CUDA and MPS only; TorchNeuron runs it as one op", cost=Rows(vector=5)),
     "aten::_fused_sgd_": Record(quirk=FUSED_SGD),
     "aten::_grid_sampler_2d_cpu_fallback": Record(run=WHOLE_INCLUDING_OUT, why=RAW_BYTES),
     "aten::_grid_sampler_2d_cpu_fallback_backward": Record(run=WHOLE, why=RAW_BYTES),
@@ -361,7 +360,7 @@ OPS = {
     "aten::_local_scalar_dense": Record(NATIVE, why="reads the value back through a host copy", cost=FREE),
     "aten::_log_softmax": Record(NATIVE, quirk=SOFTMAX_HALF_TO_FLOAT, cost=Rows(vector=2, scalar=2)),
     "aten::_log_softmax_backward_data": Record(NATIVE, quirk=SOFTMAX_BACKWARD_TO_HALF, cost=Rows(vector=3, scalar=1)),
-    "aten::_native_multi_head_attention": Record(NATIVE),
+    "aten::_native_multi_head_attention": Record(NATIVE, quirk=NATIVE_MULTI_HEAD_ATTENTION),
     "aten::_nested_from_padded": Record(unsupported=NESTED),
     "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
     "aten::_nested_tensor_from_tensor_list": Record(unsupported=NESTED),
@@ -626,7 +625,7 @@ OPS = {
     "aten::reshape": Record(healthy_read=READS_ITS_INPUT),
     "aten::resize_": Record(NATIVE, cost=FREE, reallocating_inplace_view=True, issued=NOTHING),
     "aten::resize_as_": Record(reallocating_inplace_view=True),
-    "aten::rms_norm": Record(NATIVE, why="registered only for torch >= 2.9"),
+    "aten::rms_norm": Record(NATIVE, run=decompose(rms_norm, autograd=True), why="registered only for torch >= 2.9; TorchNeuron registers it itself, one _fused_rms_norm whatever the input and weight dtypes (PyTorch's composite code decomposes it when they differ)"),
     "aten::roll": Record(cost=MOVEMENT),
     "aten::rsqrt": Record(NATIVE, cost=SCALAR_PASS, fusible=(Fuse("", FLOAT32),), fast=Fast(UNARY)),
     "aten::rsqrt_": Record(cost=SCALAR_PASS),

@@ -195,6 +195,27 @@ def test_sync_batch_norm_matches_batch_norm_over_the_global_batch():
     torch.testing.assert_close(sum(r["neuron"]["weight_grad"] for r in results), norm.weight.grad, **TOL)
 
 
+@pytest.mark.parametrize("flags", [(True, True, True), (False, True, True), (False, True, False), (True, False, False),
+                                   (False, False, False)])
+def test_batch_norm_backward_reduce_gives_all_four_results_whatever_the_flags(flags):
+    """TorchNeuron's kernel returns sum_dy, sum_dy_xmu, grad_weight and grad_bias for every input_g / weight_g /
+    bias_g (its own tests read their shapes); CUDA's leaves the unrequested ones undefined."""
+    from localneuron.ops import tracking
+
+    g = torch.Generator().manual_seed(3)
+    grad, x = torch.randn(2, 8, 4, 4, generator=g), torch.randn(2, 8, 4, 4, generator=g)
+    mean, invstd, weight = torch.randn(8, generator=g), torch.rand(8, generator=g) + 0.5, torch.randn(8, generator=g)
+    tracking.clear_op_tracking()
+    got = torch.ops.aten.batch_norm_backward_reduce(*(t.to("neuron") for t in (grad, x, mean, invstd, weight)), *flags)
+    torch.neuron.synchronize()
+    assert "aten::batch_norm_backward_reduce" in tracking.get_executed_ops()
+    sum_dy = grad.sum((0, 2, 3))
+    sum_dy_xmu = (grad * (x - mean.view(1, 8, 1, 1))).sum((0, 2, 3))
+    for result, want in zip(got, (sum_dy, sum_dy_xmu, sum_dy_xmu * invstd, sum_dy)):
+        assert result is not None and result.device.type == "neuron"
+        torch.testing.assert_close(result.cpu(), want, **TOL)
+
+
 @pytest.mark.parametrize("call", [
     lambda: torch._fused_dropout(torch.ones(4, device="neuron"), 0.5),
     lambda: torch.ops.aten._cudnn_init_dropout_state(0.5, True, 0, dtype=torch.uint8, device="neuron"),

@@ -129,6 +129,93 @@ def test_fused_rms_norm_runs_as_one_op_forward_and_backward(tracking):
     assert_same((xn.grad, wn.grad), (xc.grad, wc.grad))
 
 
+@pytest.mark.parametrize("input_dtype,weight_dtype", [
+    (torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16),
+    (torch.bfloat16, torch.bfloat16), (torch.bfloat16, None)])
+def test_rms_norm_is_one_fused_rms_norm_whatever_the_dtypes(tracking, input_dtype, weight_dtype):
+    """TorchNeuron registers rms_norm itself: one _fused_rms_norm and its backward even when the input's and the
+    weight's dtypes differ (PyTorch's composite code then decomposes it, with a warning); the values and dtypes are
+    the CPU's, the weight's gradient unrounded in the weight's dtype."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 3, 8, generator=g).to(input_dtype)
+    weight = None if weight_dtype is None else torch.randn(3, 8, generator=g).to(weight_dtype)
+    grad = torch.randn(5, 3, 8, generator=g).to(input_dtype)
+    xc, wc = x.clone().requires_grad_(), None if weight is None else weight.clone().requires_grad_()
+    xn, wn = x.to("neuron").requires_grad_(), None if weight is None else weight.to("neuron").requires_grad_()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mismatch dtype between input and weight")
+        cpu = F.rms_norm(xc, (3, 8), wc, 1e-5)
+    tracking.clear_op_tracking()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Cannot dispatch to fused implementation" on the device
+        result = F.rms_norm(xn, (3, 8), wn, 1e-5)
+    torch.neuron.synchronize()
+    assert "aten::_fused_rms_norm" in tracking.get_executed_ops()
+    assert not {"aten::rsqrt", "aten::mean.dim", "aten::pow.Tensor_Scalar"} & set(tracking.get_executed_ops())
+    assert_same(result.detach(), cpu.detach())
+    cpu.backward(grad)
+    tracking.clear_op_tracking()
+    result.backward(grad.to("neuron"))
+    torch.neuron.synchronize()
+    assert "aten::_fused_rms_norm_backward" in tracking.get_executed_ops()
+    assert_same(xn.grad, xc.grad)
+    if weight is not None:
+        assert_same(wn.grad, wc.grad)
+
+
+def test_rms_norm_refuses_mismatched_shapes_as_the_cpu_does():
+    for args in (((3, 4), (5,), None), ((3, 4), (4,), (5,)), ((3, 4), (), None)):
+        shape, normalized, weight_shape = args
+        messages = []
+        for device in ("cpu", "neuron"):
+            weight = None if weight_shape is None else torch.ones(weight_shape, device=device)
+            with pytest.raises(RuntimeError) as error:
+                F.rms_norm(torch.ones(shape, device=device), normalized, weight)
+            messages.append(str(error.value).splitlines()[0])
+        assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("where", ["whole", "after a slice", "beside an index tensor"])
+@pytest.mark.parametrize("selects", ["nothing", "some"])
+def test_boolean_mask_index_runs_nonzero_then_index_or_nothing(tracking, where, selects):
+    """x[mask] as TorchNeuron runs it: aten::nonzero turns the mask into index tensors, then aten::index.Tensor runs
+    on them; a mask that selects nothing gives the empty result with no index kernel run. Values and shapes are the
+    CPU's."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 4, 5, generator=g)
+    mask_shape = (4, 5) if where == "after a slice" else (3, 4, 5) if where == "whole" else (3,)
+    mask = torch.rand(mask_shape, generator=g) > 0.5 if selects == "some" else torch.zeros(mask_shape, dtype=torch.bool)
+    if selects == "some":
+        mask.view(-1)[0] = True
+    rows = torch.tensor([0, 2, 4])
+
+    def index(t, m, r):
+        return t[m] if where == "whole" else t[:, m] if where == "after a slice" else t[m, :, r]
+
+    if where == "beside an index tensor":
+        rows = rows[:1]
+    cpu = index(x, mask, rows)
+    result, executed = executed_after(tracking, lambda: index(x.to("neuron"), mask.to("neuron"), rows.to("neuron")))
+    assert "aten::nonzero" in executed
+    assert ("aten::index.Tensor" in executed) == (selects == "some")
+    assert_same(result, cpu)
+
+
+def test_boolean_mask_index_keeps_the_cpu_errors_and_gradient():
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=r"The shape of the mask \[4\] at index 0 does not match"):
+            torch.zeros(3, 4, device=device)[torch.ones(4, dtype=torch.bool, device=device)]
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(5))
+    mask = x > 0
+    xc, xn = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    xc[mask].square().sum().backward()
+    xn[mask.to("neuron")].square().sum().backward()
+    assert_same(xn.grad, xc.grad)
+    xn.grad = None
+    xn[torch.zeros_like(mask).to("neuron")].sum().backward()
+    assert_same(xn.grad, torch.zeros(3, 4))
+
+
 def test_grouped_mm_runs_as_one_op_not_as_mm_per_group(tracking):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 8, generator=g).bfloat16()  # rows of a grouped by the offsets, one weight each

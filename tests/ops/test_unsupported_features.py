@@ -65,3 +65,49 @@ def test_channels_last():
     y = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     torch.testing.assert_close(torch.cat([y, y]).cpu(), torch.cat([y.cpu(), y.cpu()]))
     usable()
+
+
+def _native_mha_args(device):
+    g = torch.Generator().manual_seed(0)
+    embed, heads = 32, 4
+    q, k, v = (torch.randn(2, 16, embed, generator=g) for _ in range(3))
+    weights = (torch.randn(3 * embed, embed, generator=g) * 0.1, torch.randn(3 * embed, generator=g),
+               torch.randn(embed, embed, generator=g) * 0.1, torch.randn(embed, generator=g))
+    q, k, v, qkv_w, qkv_b, proj_w, proj_b = (t.to(device) for t in (q, k, v, *weights))
+    return (q, k, v, embed, heads, qkv_w, qkv_b, proj_w, proj_b)
+
+
+def test_native_multi_head_attention_without_weights_or_mask_tensors():
+    """TorchNeuron's _native_multi_head_attention (nn.MultiheadAttention's inference fast path) computes no attention
+    weights, returned as an empty tensor (the CPU kernel returns None), and refuses need_weights=True and mask
+    tensors with NotImplementedError saying what to do."""
+    cpu, _ = torch.ops.aten._native_multi_head_attention(*_native_mha_args("cpu"), need_weights=False)
+    output, weights = torch.ops.aten._native_multi_head_attention(*_native_mha_args("neuron"), need_weights=False)
+    torch.testing.assert_close(output.cpu(), cpu)
+    assert weights.device.type == "neuron" and weights.numel() == 0
+    with pytest.raises(NotImplementedError, match=r"need_weights=True.*not yet supported.*need_weights=False"):
+        torch.ops.aten._native_multi_head_attention(*_native_mha_args("neuron"), need_weights=True)
+        torch.neuron.synchronize()
+    mask = torch.ones(2, 16, 16, dtype=torch.bool, device="neuron")
+    for need_weights in (False, True):  # the mask is refused first
+        with pytest.raises(NotImplementedError, match=r"Arbitrary mask tensors not yet supported.*set_fastpath"):
+            torch.ops.aten._native_multi_head_attention(*_native_mha_args("neuron"), mask=mask,
+                                                        need_weights=need_weights)
+            torch.neuron.synchronize()
+    usable()
+    # nn.MultiheadAttention's fast path with need_weights=False, and with the fast path off, as on the CPU
+    attention = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, _ = attention(x, x, x, need_weights=False)
+        attention.to("neuron")
+        xn = x.to("neuron")
+        got, _ = attention(xn, xn, xn, need_weights=False)
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            slow, slow_weights = attention(xn, xn, xn)
+        finally:
+            torch.backends.mha.set_fastpath_enabled(True)
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(slow.cpu(), want)
+    assert slow_weights.shape == (2, 16, 16)
