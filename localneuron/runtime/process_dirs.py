@@ -62,7 +62,7 @@ def remove_abandoned(prefix: str) -> list[str]:
 
 def _abandoned(path: str, info: os.stat_result) -> bool:
     try:
-        descriptor = os.open(os.path.join(path, OWNER_FILE), os.O_RDWR | os.O_NOFOLLOW)
+        descriptor = os.open(os.path.join(path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW)  # flock needs no write
     except FileNotFoundError:
         return time.time() - info.st_mtime > UNLOCKED_GRACE_S
     try:

@@ -24,6 +24,8 @@ ALLOWED_WRITERS = {
                                               "directory (tempfile.TemporaryDirectory in estimate())",
     "localneuron/estimate/script.py::target": "estimate --script's dry run: the copy of a file the script appends to, "
                                               "made inside the run's private 0700 directory (PrivateWrites.root)",
+    "localneuron/runtime/process_dirs.py::process_directory": "the empty lock file, created (O_EXCL, O_NOFOLLOW) in "
+                                                              "the 0700 directory mkdtemp made for this process",
 }
 
 WRITE_MODE_LETTERS = set("wax+")
