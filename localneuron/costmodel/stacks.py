@@ -8,6 +8,7 @@ efficiency. The `neuron` device prices its work as the default stack runs it, th
 `localneuron estimate` gives by default.
 """
 import contextlib
+import math
 from dataclasses import dataclass
 
 from localneuron.costmodel import fitted_table
@@ -63,11 +64,15 @@ class Stack:
     the populations are the software the rows' sources name (benchmarks/calibration.py's stack_of()).
     `pads_to_compiled_length`: a served model's graphs were compiled for one sequence length only (no buckets), so
     every prompt is encoded padded to that length and every decode step attends over the whole compiled cache
-    (compiled_tokens())."""
+    (compiled_tokens()).
+    `moe_prefill_block`: the stack encodes a prompt's mixture-of-experts layers block by block (moe_prefill_blocks()):
+    the routed tokens are laid out in blocks of this many rows, one expert's to a block, sized for the worst routing,
+    and every block runs whole; None: the experts run one grouped GEMM over the tokens routed to them."""
     description: str
     stands_for: tuple
     tuned: bool
     pads_to_compiled_length: bool = False
+    moe_prefill_block: int | None = None
 
 
 STACKS = {
@@ -84,11 +89,19 @@ STACKS = {
     # models' _get_neuron_config never sets enable_bucketing, which NxDNeuronConfig defaults to False, and without it
     # create_context_encoding_wrapper and create_token_generation_wrapper take generate_buckets(sequence_length,
     # sequence_length), the one bucket of the compiled sequence length (huggingface/optimum-neuron,
-    # optimum/neuron/models/inference/backend/config.py and .../modules/decoder/modeling_decoder.py)
+    # optimum/neuron/models/inference/backend/config.py and .../modules/decoder/modeling_decoder.py).
+    # Its MoE layers are NxD's ExpertMLPs (backend/modules/moe.py; Llama-4: moe_v2.py's ExpertMLPsV2) with no
+    # capacity factor (NxDNeuronConfig's capacity_factor defaults to None: dropless), and NxD (0.13, pinned by its
+    # September 2025 releases; 0.15, by its October ones) encodes a prompt whose tokens x top_k reach the block size
+    # through forward_blockwise: ceil((T k - (E - 1)) / B) + E - 1 blocks of B = DEFAULT_BLOCK_SIZE = 512 rows, the
+    # worst case of the routing, each run whole through its expert (aws-neuron/neuronx-distributed,
+    # src/neuronx_distributed/modules/moe/expert_mlps_v2.py and model_utils.py; no dynamic block skipping by
+    # default, moe_configs.py)
     "optimum-neuron": Stack("Hugging Face optimum-neuron's vLLM server (`optimum-cli neuron serve`): its graphs are "
                             "compiled for one sequence length, so a prompt is encoded padded to it and each decode "
                             "step attends over all of it",
-                            (("optimum-neuron", ("prefill", "decode")),), tuned=False, pads_to_compiled_length=True),
+                            (("optimum-neuron", ("prefill", "decode")),), tuned=False, pads_to_compiled_length=True,
+                            moe_prefill_block=512),
     "megatron-lm-reference": Stack("AWS's early reference port of Megatron-LM (Neuron SDK 2.5-2.6)",
                                    (("megatron-lm-reference", ("train",)),), tuned=False),
     "hf-torch-neuronx": Stack("Hugging Face Trainer scripts on torch-neuronx, data parallel only",
@@ -111,6 +124,19 @@ def compiled_tokens(stack: str, tokens: int, compiled_seq: int | None) -> int:
     if compiled_seq and STACKS[check(stack)].pads_to_compiled_length:
         return max(tokens, compiled_seq)
     return tokens
+
+
+def moe_prefill_blocks(stack: str, tokens: int, experts: int, per_token: int) -> tuple[int, int] | None:
+    """(blocks, rows of each) that a prompt's `tokens` tokens (every sequence's) take through a mixture-of-experts
+    layer of `experts` experts, each token routed to `per_token`, when `stack` encodes it block by block
+    (Stack.moe_prefill_block): enough blocks for the worst routing, every expert but one holding a single token's
+    block. None when the stack does not, or the routed tokens fill less than one block (NxD then runs them through
+    every expert)."""
+    block = STACKS[check(stack)].moe_prefill_block
+    routed = tokens * per_token
+    if block is None or routed < block:
+        return None
+    return min(math.ceil((routed - (experts - 1)) / block) + experts - 1, routed), block
 
 
 def judged_by(population: str, kind: str) -> list[str]:

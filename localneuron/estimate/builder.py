@@ -55,11 +55,13 @@ def active_experts(arch: Architecture, tokens: int) -> int:
 class Experts(nn.Module):
     """One rank's slice of every expert (1/tp of each expert's hidden units), the router and the shared
     expert. Tokens are gathered per expert, run as one grouped matmul (bmm) over the experts that have
-    tokens, and added back weighted by their router scores."""
-    def __init__(self, arch: Architecture, tp: int):
+    tokens, and added back weighted by their router scores. `blocks` (tokens -> (blocks, rows of each) or None;
+    stacks.moe_prefill_blocks): a prompt of a stack that encodes it block by block runs the grouped matmul over
+    those blocks, each its expert's, however few of their rows the routed tokens fill."""
+    def __init__(self, arch: Architecture, tp: int, blocks=None):
         super().__init__()
         e = arch.experts
-        self.arch, self.inner = arch, shard(e.intermediate, tp)
+        self.arch, self.inner, self.blocks = arch, shard(e.intermediate, tp), blocks
         self.router = nn.Linear(arch.hidden, e.count, bias=False)   # replicated: every rank routes all tokens
         self.up = nn.Parameter(torch.empty(e.count, arch.hidden, 2 * self.inner))
         self.down = nn.Parameter(torch.empty(e.count, self.inner, arch.hidden))
@@ -71,6 +73,9 @@ class Experts(nn.Module):
         scores, _ = torch.topk(torch.softmax(self.router(flat).float(), dim=-1), k, dim=-1)
         active = active_experts(self.arch, tokens)
         per_expert = math.ceil(tokens * k / active)
+        blocked = self.blocks(tokens) if self.blocks is not None else None
+        if blocked:
+            active, per_expert = blocked
         # where each routed copy of a token goes (which token, which expert): the shapes are what counts
         slots = torch.zeros(active * per_expert, dtype=torch.int32, device=x.device)
         which = torch.zeros(active, dtype=torch.int32, device=x.device)
@@ -107,7 +112,8 @@ class Mlp(nn.Module):
 class LayerShard(nn.Module):
     """One layer: attention and a dense or mixture-of-experts MLP, pre-norm (decoders, ViT) or
     post-norm (BERT)."""
-    def __init__(self, arch: Architecture, tp: int, sequence_parallel: bool, recompute: str, moe: bool = False):
+    def __init__(self, arch: Architecture, tp: int, sequence_parallel: bool, recompute: str, moe: bool = False,
+                 moe_blocks=None):
         super().__init__()
         if recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
@@ -119,7 +125,7 @@ class LayerShard(nn.Module):
         self.qkv = nn.Linear(arch.hidden, (self.heads + 2 * self.kv_heads) * d, bias=arch.attention_bias)
         self.out = nn.Linear(self.heads * d, arch.hidden, bias=arch.attention_bias)
         self.q_norm, self.k_norm = (Norm(arch, d), Norm(arch, d)) if arch.qk_norm else (None, None)
-        self.mlp = Experts(arch, tp) if moe else Mlp(arch, tp)
+        self.mlp = Experts(arch, tp, moe_blocks) if moe else Mlp(arch, tp)
         self.post_norm = arch.family == "bert"
 
     def _attention_core(self, q, k, v, causal):

@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from localneuron.costmodel import stacks
 from localneuron.estimate.architecture import Architecture, shard
 from localneuron.estimate.builder import EmbeddingShard, HeadShard, LayerShard
 from localneuron.estimate.layout import Layout
@@ -107,9 +108,15 @@ def inference_stack(arch: Architecture, layout: Layout, request: Request, new_to
     if context:
         cache = _empty(b, shard(arch.kv_heads, tp), context, arch.head_dim, dtype=dtype)
         past = (cache, cache.clone())
+    moe_blocks = None
+    if arch.experts and not context:
+        # a prompt's MoE layers as the stack encodes them (stacks.moe_prefill_blocks)
+        def moe_blocks(routed_tokens):
+            return stacks.moe_prefill_blocks(chip.stack, routed_tokens, arch.experts.count, arch.experts.per_token)
     kinds = []
     for kind, count in arch.kinds.items():
-        layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", dtype=dtype)
+        layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", moe_blocks=moe_blocks,
+                       dtype=dtype)
         kinds.append((trace_module(chip, layer, (_empty(b, local, h, dtype=dtype),), (cos, sin, past),
                                    kv_cache=past or (), weights=request.weights), count))
     traced_embedding = trace_module(chip, _build(EmbeddingShard, arch, tp, sequence_parallel, dtype=dtype),

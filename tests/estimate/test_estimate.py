@@ -16,6 +16,9 @@ from localneuron.estimate.layout import Layout, LayoutError
 
 ROOT = Path(__file__).resolve().parents[2]
 localneuron = functools.partial(cli_runner.localneuron, cwd=ROOT, timeout=600)
+# the command's main() in this process: for --hf-config and --model-fn runs (no --script, no `--json -`), which
+# need no interpreter of their own; test_cli_prints_a_summary_and_writes_json runs it as users do
+in_process = functools.partial(cli_runner.localneuron_in_process, cwd=ROOT)
 CONFIGS = ROOT / "benchmarks" / "configs"
 TESTS = Path(__file__).resolve().parents[1] / "support"
 TRN1, TRN2 = chip("trn1"), chip("trn2")
@@ -165,8 +168,8 @@ def test_cli_prints_a_summary_and_writes_json(tmp_path):
 
 def test_cli_estimates_a_model_factory_with_tensor_and_pipeline_parallelism(tmp_path):
     out = tmp_path / "estimate.json"
-    r = localneuron("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--target", "trn1",
-                    "--tp", "2", "--pp", "2", "--dp", "1", "--mode", "train", "--global-batch", "32", "--json", str(out))
+    r = in_process("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--target", "trn1",
+                 "--tp", "2", "--pp", "2", "--dp", "1", "--mode", "train", "--global-batch", "32", "--json", str(out))
     assert r.returncode == 0, r.stderr
     assert "launched op by op would take" in r.stdout and "how far to trust it" in r.stdout
     data = json.loads(out.read_text())
@@ -175,13 +178,13 @@ def test_cli_estimates_a_model_factory_with_tensor_and_pipeline_parallelism(tmp_
 
 
 def test_cli_rejects_bad_input_with_a_clear_message(tmp_path):
-    r = localneuron("estimate", "--hf-config", str(tmp_path / "missing.json"), "--mode", "train")
+    r = in_process("estimate", "--hf-config", str(tmp_path / "missing.json"), "--mode", "train")
     assert r.returncode == 2 and "no such file" in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    r = localneuron("estimate", "--hf-config", str(bad), "--mode", "train")
+    r = in_process("estimate", "--hf-config", str(bad), "--mode", "train")
     assert r.returncode == 2 and "not valid JSON" in r.stderr
-    r = localneuron("estimate", "--hf-config", str(CONFIGS / "gpt3-23b.json"), "--target", "trn9", "--mode", "train")
+    r = in_process("estimate", "--hf-config", str(CONFIGS / "gpt3-23b.json"), "--target", "trn9", "--mode", "train")
     assert r.returncode == 2 and "unknown Trainium target" in r.stderr
 
 
@@ -236,11 +239,11 @@ def test_a_compiled_batch_that_cannot_be_is_refused(request_fields, message):
 
 def test_the_cli_prices_a_compiled_batch_and_refuses_it_where_inputs_set_the_batch(tmp_path):
     config = str(CONFIGS / "llama-3.1-8b.json")
-    r = localneuron("estimate", "--hf-config", config, "--tp", "4", "--mode", "decode", "--compiled-batch", "16")
+    r = in_process("estimate", "--hf-config", config, "--tp", "4", "--mode", "decode", "--compiled-batch", "16")
     assert r.returncode == 0, r.stderr
     assert "every step runs the 16 slots the graph was compiled for" in r.stdout
-    r = localneuron("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--mode", "decode",
-                    "--compiled-batch", "16")
+    r = in_process("estimate", "--model-fn", str(TESTS / "estimate_models.py") + ":parallel_mlp", "--mode", "decode",
+                 "--compiled-batch", "16")
     assert r.returncode == 2 and "--compiled-batch goes with --hf-config" in r.stderr
     script = tmp_path / "train.py"
     script.write_text("pass\n")
@@ -261,7 +264,7 @@ def test_the_cli_pads_to_the_compiled_sequence_length_only_for_a_stack_that_comp
     padded, unpadded = (seconds("--stack", "optimum-neuron", *extra) for extra in (("--compiled-seq", "4096"), ()))
     assert padded > 4 * unpadded  # 4096 positions encoded, not 512 (attention grows faster than the GEMMs)
     assert seconds("--compiled-seq", "4096") == seconds()  # the default stack buckets: the request's own length
-    r = localneuron(*common[:-2], "--stack", "optimum-neuron", "--compiled-seq", "4096")
+    r = in_process(*common[:-2], "--stack", "optimum-neuron", "--compiled-seq", "4096")
     assert "encoded padded to the 4096 positions the graphs were compiled for" in r.stdout, r.stderr
     r = localneuron(*common, "--compiled-seq", "256")
     assert r.returncode == 2 and "--compiled-seq 256 does not hold the request's 512 tokens" in r.stderr

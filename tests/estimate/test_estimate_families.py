@@ -3,12 +3,11 @@ model family the published Trainium rows have: mixture-of-experts (Qwen3-MoE, Ll
 dense and MoE layers), GPT-3 with tensor parallelism, encoders (BERT, ViT); families it cannot build
 are refused with the reason, and sizes beyond any run end in a clear error, never a traceback."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_runner
 from localneuron.costmodel.hardware import chip
 from localneuron.estimate import architecture, plan, run
 from localneuron.estimate.layout import Layout
@@ -43,8 +42,8 @@ def estimate(cfg: dict, mode: str, target=TRN1, nodes=1, tp=1, pp=1, dp=None, **
 
 
 def localneuron(*args):
-    return subprocess.run([sys.executable, "-m", "localneuron.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    """`localneuron ARGS...` through its main() in this process (every call here is an --hf-config run)."""
+    return cli_runner.localneuron_in_process(*args, cwd=ROOT)
 
 
 @pytest.mark.parametrize("mode", ["train", "prefill", "decode"])

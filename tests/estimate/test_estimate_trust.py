@@ -3,12 +3,11 @@ trust it (the calibration error of the nearest kind), where the request leaves t
 inference beyond batch 1; the fits verdict of the two paths compared."""
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import cli_runner
 from localneuron.costmodel import stacks
 from localneuron.costmodel.hardware import chip
 from localneuron.estimate import architecture, plan, run, trust
@@ -114,8 +113,8 @@ def test_weight_only_quantized_weights_are_read_at_their_stored_size():
 
 
 def localneuron(*args):
-    return subprocess.run([sys.executable, "-m", "localneuron.cli.main", *args], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT)
+    """`localneuron ARGS...` through its main() in this process (every call here is an --hf-config run)."""
+    return cli_runner.localneuron_in_process(*args, cwd=ROOT)
 
 
 def test_the_summary_and_json_carry_the_recipe_and_the_trust_line(tmp_path):

@@ -204,3 +204,39 @@ def test_a_compiled_length_must_hold_the_request():
     with pytest.raises(plan.RequestError, match="--mode prefill or decode"):
         plan.Request(mode="train", compiled_seq=512)
     assert plan.Request(mode="prefill", input_len=512, output_len=4096, compiled_seq=512).compiled_seq == 512
+
+
+def small_moe(experts: int):
+    return architecture.from_config({"model_type": "qwen3_moe", "hidden_size": 512, "num_hidden_layers": 2,
+                                     "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 1024,
+                                     "moe_intermediate_size": 256, "num_experts": experts, "num_experts_per_tok": 2,
+                                     "vocab_size": 4096})
+
+
+def test_a_stack_that_encodes_moe_prompts_block_by_block_runs_every_block_whole(monkeypatch):
+    # NxD's dropless context encoding (optimum-neuron's MoE layers): the routed tokens are laid out in blocks of
+    # 512 rows, one expert's to a block, as many as the worst routing needs, ceil((T k - (E - 1)) / 512) + E - 1,
+    # and every block runs whole; fewer routed tokens than one block run otherwise; the default stack groups
+    # the tokens routed to each expert
+    assert stacks.moe_prefill_blocks("optimum-neuron", 4096, 128, 8) == (191, 512)
+    assert stacks.moe_prefill_blocks("optimum-neuron", 4096, 16, 1) == (23, 512)
+    assert stacks.moe_prefill_blocks("optimum-neuron", 32, 128, 8) is None
+    assert stacks.moe_prefill_blocks(stacks.DEFAULT, 4096, 128, 8) is None
+    target = dataclasses.replace(TRN2, stack="optimum-neuron")
+    unblocked = {**stacks.STACKS, "optimum-neuron": dataclasses.replace(stacks.STACKS["optimum-neuron"],
+                                                                       moe_prefill_block=None)}
+
+    def compute(experts, block_by_block=True, mode="prefill"):
+        with monkeypatch.context() as m:
+            if not block_by_block:
+                m.setattr(stacks, "STACKS", unblocked)
+            e = run.estimate(small_moe(experts), target, Layout.make(target, 1, 1, 1, 1),
+                             plan.Request(mode=mode, input_len=1024, output_len=4))
+        return e["breakdown"]["compute"] if mode == "prefill" else e["tpot_s"]
+
+    # 2048 routed rows: 8 experts take 4 + 7 blocks, 64 experts 4 + 63 (the same tokens, 6x the expert GEMMs' rows)
+    for experts in (8, 64):
+        assert compute(experts) > compute(experts, block_by_block=False)
+    assert compute(64) - compute(64, block_by_block=False) > 4 * (compute(8) - compute(8, block_by_block=False))
+    # the decode step is not encoded block by block
+    assert compute(64, mode="decode") == compute(64, block_by_block=False, mode="decode")
