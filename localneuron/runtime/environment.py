@@ -40,6 +40,13 @@ def flag(text: str) -> bool:
     raise ValueError(f"expected {BOOLEAN_EXPECTED}")
 
 
+def only_true(text: str) -> bool:
+    """A switch of TorchNeuron's whose other setting selects a path localneuron does not have: only a true spelling."""
+    if not flag(text):
+        raise ValueError("localneuron has only the path it selects: 1 (also true, yes, on)")
+    return True
+
+
 def integer(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -173,6 +180,9 @@ VARIABLES = (
     Variable("TORCH_NEURONX_MLIR_ATEN_OPS", choice("1"), "1",
              "TorchNeuron's lowering-path switch: localneuron is its torch-mlir path (op names, errors), so only 1; "
              "importing torch_neuronx sets it when unset (a bad value warns and keeps 1)", lenient=True),
+    Variable("TORCH_NEURONX_ENABLE_STABLEHLO", only_true, "1",
+             "TorchNeuron's internal eager lowering switch (through StableHLO, its default): localneuron's eager path "
+             "is that one, so only 1 (a false value warns and keeps 1)", lenient=True),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
     Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
