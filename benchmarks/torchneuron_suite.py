@@ -7,6 +7,11 @@ no reports). Each test file runs in a pytest process of its own, with a time lim
 interpreter costs only its own tests, and a hung file is killed with every process it started. Each mode runs the
 whole selection: asynchronous (TorchNeuron's default, NEURON_LAUNCH_BLOCKING=0) and blocking (=1).
 
+A few files of the suite skip themselves unless the environment holds what their skip message names (the suite's
+own set-up does not give it, and it asks for the file to be run so). FILE_ENVIRONMENTS lists them, each with the
+suite's words as its reason: such a file, and no other, runs with those variables set on top of the caller's. The run
+says so, in the printed report and in the JSON ("file_environments"), so that it is not taken for the plain run.
+
     python3 benchmarks/torchneuron_suite.py [--tree PATH] [--mode async|blocking|both] [--only DIR ...]
                                             [--files FILE ...] [--jobs N] [--timeout SECONDS] [--out outcomes.json]
                                             [--from outcomes.json] [--expected | --write-expected] [--table PATH]
@@ -82,6 +87,51 @@ A reason is kept while its test still does not pass; a new failure comes in as o
 """
 # flake8: noqa: E501
 '''
+
+
+@dataclass(frozen=True)
+class FileEnvironment:
+    variables: dict  # set for this file's process only, on top of the caller's environment
+    reason: str  # the suite's own words (its skip message) asking for them
+
+
+# The files the suite asks to run in an environment of their own, by their skip message; nothing else gets one.
+FILE_ENVIRONMENTS = {
+    "tests/python_ops/test_concatenation_ops.py": FileEnvironment(
+        {"TORCH_NEURONX_ENABLE_CONCATENATION": "1", "TORCH_NEURONX_ENABLE_STABLEHLO": "1"},
+        'its skip: "Concatenation tests require TORCH_NEURONX_ENABLE_CONCATENATION=1 and '
+        'TORCH_NEURONX_ENABLE_STABLEHLO=1"'),
+    "tests/device/test_device_lnc1_all_cores.py": FileEnvironment(
+        {"NEURON_LOGICAL_NC_CONFIG": "1"},
+        'its skip: "Test requires NEURON_LOGICAL_NC_CONFIG=1 ... Run this test file in isolation" (its '
+        "conftest sets it only on Trainium, where /dev/neuron0 exists)"),
+}
+
+
+def file_environment(file: Path | str) -> dict:
+    """The variables the runner sets for this file's process alone (FILE_ENVIRONMENTS); {} for every other file."""
+    listed = FILE_ENVIRONMENTS.get(Path(file).as_posix())
+    return dict(listed.variables) if listed else {}
+
+
+def environments_given(files: list[str]) -> dict[str, dict]:
+    """For a run's files, the environments of their own it gave them: file -> {"variables", "reason"}."""
+    return {file: {"variables": dict(FILE_ENVIRONMENTS[file].variables), "reason": FILE_ENVIRONMENTS[file].reason}
+            for file in files if file in FILE_ENVIRONMENTS}
+
+
+def environments_section(given: dict[str, dict]) -> str:
+    """The report's note of the files that ran in an environment of their own ("" when none did)."""
+    if not given:
+        return ""
+    rows = ["## files run in an environment of their own (not the plain run: FILE_ENVIRONMENTS)", "",
+            "| file | variables | why |", "|---|---|---|"]
+    for file, listed in sorted(given.items()):
+        variables = " ".join(f"{name}={value}" for name, value in sorted(listed["variables"].items()))
+        rows.append(f"| {file} | {variables} | {listed['reason']} |")
+    return "\n".join(rows)
+
+
 # A table or a saved run larger than this is not one of this suite's few thousand tests: it is refused unread.
 MAX_INPUT_BYTES = 64 << 20
 MAX_TEST_ID_CHARS = 1000
@@ -178,7 +228,8 @@ def run_file(copy: Path, file: Path, mode: str, timeout: float, scratch: Path) -
     """One pytest process for one file of the copied tree, in the given mode; its outcomes."""
     stem = f"{mode}-{file.as_posix().replace('/', '-')}"
     report, log = scratch / f"{stem}.xml", scratch / f"{stem}.log"
-    environment = dict(os.environ, NEURON_LAUNCH_BLOCKING=MODES[mode], PYTHONDONTWRITEBYTECODE="1",
+    environment = dict(os.environ, **file_environment(file), NEURON_LAUNCH_BLOCKING=MODES[mode],
+                       PYTHONDONTWRITEBYTECODE="1",
                        # the checkout this script belongs to is the one measured, whatever is installed
                        PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
     command = [sys.executable, "-m", "pytest", str(file), "-q", "-p", "no:cacheprovider", "--rootdir", str(copy),
@@ -389,7 +440,8 @@ def write_table(path: Path, table: dict[str, dict]) -> None:
 
 
 def load_run(path: Path) -> tuple[dict[str, list[TestOutcome]], list[str]]:
-    """The outcomes and files of a run saved with --out, refused with what is wrong when the file is not one."""
+    """The outcomes and files of a run saved with --out, refused with what is wrong when the file is not one.
+    (saved_environments reads the environments of their own it gave.)"""
     try:
         record = json.loads(read_bounded(path, "a run saved with --out"))
     except (json.JSONDecodeError, RecursionError) as problem:
@@ -416,6 +468,22 @@ def load_run(path: Path) -> tuple[dict[str, list[TestOutcome]], list[str]]:
             checked_test_id(fields["test"], str(path))
             results[mode].append(TestOutcome(**{**fields, "message": first_line(fields["message"])}))
     return results, files
+
+
+def saved_environments(path: Path) -> dict[str, dict]:
+    """The environments of their own a run saved with --out gave its files (its "file_environments"; {} in a run saved
+    before it recorded them), refused when it is not a dict of file -> {variables, reason}."""
+    try:
+        record = json.loads(read_bounded(path, "a run saved with --out"))
+    except (json.JSONDecodeError, RecursionError) as problem:
+        raise refuse(path, f"not JSON ({problem}): give a file written by --out") from None
+    given = record.get("file_environments", {}) if isinstance(record, dict) else {}
+    if not (isinstance(given, dict) and all(
+            isinstance(listed, dict) and isinstance(listed.get("variables"), dict)
+            and all(isinstance(name, str) and isinstance(value, str) for name, value in listed["variables"].items())
+            and isinstance(listed.get("reason"), str) for listed in given.values())):
+        raise refuse(path, "its file_environments must map files to {variables, reason}")
+    return {checked_test_id(file, str(path)): listed for file, listed in given.items()}
 
 
 def project_commit() -> str:
@@ -471,6 +539,7 @@ def main() -> int:
     try:
         expected = load_table(options.table) if options.expected or options.write_expected else {}
         results, files = load_run(options.saved) if options.saved else run_suite(options)
+        given = saved_environments(options.saved) if options.saved else environments_given(files)
     except (SuiteError, OSError, shutil.Error) as problem:
         print(f"torchneuron_suite: {problem}", file=sys.stderr)
         return 2
@@ -478,11 +547,13 @@ def main() -> int:
         print(table(mode, outcomes) + "\n")
         print(f"commonest failure and error messages ({mode}):")
         print(commonest_causes(outcomes, options.causes) + "\n")
+    if given:
+        print(environments_section(given) + "\n")
     try:
         if options.out:
             record = {"date": datetime.date.today().isoformat(), "commit": project_commit(),
                       "tree": str(options.tree.resolve()), "directories": sorted({f.split("/")[1] for f in files}),
-                      "files": files, "timeout_seconds": options.timeout,
+                      "files": files, "timeout_seconds": options.timeout, "file_environments": given,
                       "modes": {mode: [asdict(o) for o in outcomes] for mode, outcomes in results.items()}}
             options.out.write_text(json.dumps(record, indent=1) + "\n")
         if options.write_expected:

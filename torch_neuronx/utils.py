@@ -4,6 +4,9 @@ from localneuron.runtime.environment import read, set_if_unset
 
 # programs (TorchNeuron's tests among them) also read the switch from the environment: it says what the device is
 set_if_unset("TORCH_NEURONX_MLIR_ATEN_OPS", "1")
+# TorchNeuron's other internal path switch (StableHLO lowering, on by default): localneuron is that path, so a false
+# value warns once here, at import, and changes nothing
+read("TORCH_NEURONX_ENABLE_STABLEHLO")
 
 
 def is_sync_mode_enabled() -> bool:

@@ -33,6 +33,8 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <sstream>
+#include <vector>
 
 namespace localneuron {
 namespace {
@@ -320,6 +322,74 @@ void index_tensor(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
   torch::jit::push(*stack, at::empty(shape.sizes(), self.options()));
 }
 
+// Whether a boolean mask covers the dimensions of self from `first` on (the shape index and index_put require).
+bool mask_fits(const at::Tensor& self, const at::Tensor& mask, int64_t first) {
+  if (mask.dim() == 0 || first + mask.dim() > self.dim()) return false;
+  for (int64_t j = 0; j < mask.dim(); ++j) {
+    if (mask.size(j) != self.size(first + j)) return false;
+  }
+  return true;
+}
+
+// x[mask] = v / index_put_ with boolean masks as TorchNeuron runs them. A single mask (after leading Nones) with a
+// one-element value and no accumulate is a masked fill: it runs as one queued aten::_index_put_impl_ (whose host
+// kernel fills through masked_fill), waiting for nothing. Any other call with a mask converts each mask at the call
+// into the index tensors of its True positions (one aten::nonzero, on the mask's device, which waits for the mask's
+// values), so what depends on them is decided at the op in both modes, as on the CPU: indexing tensors that do not
+// broadcast together raise PyTorch's IndexError there, not later from the queue. Calls without a mask, and masks that
+// do not fit the tensor (the host kernel raises PyTorch's own error), go to the executor as they are; autograd saw
+// the original indices (it sits above this kernel), so gradients are the CPU's.
+void index_put_impl(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const size_t n = stack->size();  // self, indices, values, accumulate, unsafe
+  const at::Tensor self = (*stack)[n - 5].toTensor();
+  const auto indices = (*stack)[n - 4].to<c10::List<std::optional<at::Tensor>>>();
+  const at::Tensor values = (*stack)[n - 3].toTensor();
+  const bool accumulate = (*stack)[n - 2].toBool();
+  int64_t dims = 0, masks = 0, others = 0, leading_nones = 0;
+  bool fits = true;
+  for (const std::optional<at::Tensor>& index : indices) {
+    const bool given = index.has_value() && index->defined();
+    if (given && index->scalar_type() == c10::kBool) {
+      fits = fits && mask_fits(self, *index, dims);
+      masks += 1;
+      dims += index->dim();
+      continue;
+    }
+    if (given) others += 1;
+    else if (masks == 0 && others == 0) leading_nones += 1;
+    dims += 1;
+  }
+  if (masks == 0 || !fits || dims > self.dim()) return execute(op, keys, stack);
+  const bool masked_fill = masks == 1 && others == 0 && static_cast<int64_t>(indices.size()) == leading_nones + 1 &&
+                           values.numel() == 1 && !accumulate;
+  if (masked_fill) return execute(op, keys, stack);
+  c10::List<std::optional<at::Tensor>> expanded;
+  std::vector<at::Tensor> given;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index.has_value() || !index->defined() || index->scalar_type() != c10::kBool) {
+      expanded.push_back(index);
+      if (index.has_value() && index->defined()) given.push_back(*index);
+      continue;
+    }
+    const at::Tensor positions = at::nonzero(*index);  // (selected, mask dims)
+    for (int64_t j = 0; j < index->dim(); ++j) {
+      expanded.push_back(positions.select(1, j));
+      given.push_back(positions.select(1, j));
+    }
+  }
+  try {
+    std::vector<int64_t> shape;
+    for (const at::Tensor& index : given) shape = at::infer_size(shape, index.sizes());
+  } catch (const c10::Error&) {
+    std::ostringstream shapes;
+    for (size_t i = 0; i < given.size(); ++i) shapes << (i ? ", " : "") << given[i].sizes();
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+                      shapes.str());
+  }
+  (*stack)[n - 4] = c10::IValue(expanded);
+  execute(op, keys, stack);
+}
+
 }  // namespace
 
 TransferCounters transfer_counters() { return {g_h2d.load(), g_d2h.load(), g_d2d.load(), g_copies.load()}; }
@@ -351,6 +421,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", record_stream);
   m.impl("contiguous", contiguous);
   m.impl("index.Tensor", torch::CppFunction::makeFromBoxedFunction<&index_tensor>());
+  m.impl("_index_put_impl_", torch::CppFunction::makeFromBoxedFunction<&index_put_impl>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>()); }

@@ -173,6 +173,9 @@ VARIABLES = (
     Variable("TORCH_NEURONX_MLIR_ATEN_OPS", choice("1"), "1",
              "TorchNeuron's lowering-path switch: localneuron is its torch-mlir path (op names, errors), so only 1; "
              "importing torch_neuronx sets it when unset (a bad value warns and keeps 1)", lenient=True),
+    Variable("TORCH_NEURONX_ENABLE_STABLEHLO", choice("1"), "1",
+             "TorchNeuron's internal eager lowering switch (through StableHLO, its default): localneuron's eager path "
+             "is that one, so only 1 (another value warns and keeps 1)", lenient=True),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
     Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "

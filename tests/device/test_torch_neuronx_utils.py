@@ -51,3 +51,15 @@ def test_the_device_answers_as_torch_mlirs_lowering_whatever_the_environment_ask
     assert ("TORCH_NEURONX_MLIR_ATEN_OPS='0' is not valid" in done.stderr) == (switch == "0")
     # what the answer promises: the op ran on the device under its aten::-prefixed name
     assert answer == "True" and ops == "['aten::threshold'] []"
+
+
+@pytest.mark.parametrize("switch", [None, "1", "0"])  # unset, TorchNeuron's default, and its other path
+def test_the_stablehlo_switch_has_one_value_here_and_another_warns_once_at_import(switch):
+    """TORCH_NEURONX_ENABLE_STABLEHLO (TorchNeuron's internal lowering switch, 1 by default): localneuron's eager path
+    is the StableHLO one, so 0 warns once when torch_neuronx is imported and the device runs as ever."""
+    code = ("import torch, torch_neuronx\n"
+            "print((torch.ones(2, device='neuron') + 1).cpu().tolist())\n")
+    done = run_python(code, env={} if switch is None else {"TORCH_NEURONX_ENABLE_STABLEHLO": switch})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[2.0, 2.0]"
+    assert done.stderr.count("TORCH_NEURONX_ENABLE_STABLEHLO='0' is not valid") == (switch == "0")

@@ -216,6 +216,66 @@ def test_boolean_mask_index_keeps_the_cpu_errors_and_gradient():
     assert_same(xn.grad, torch.zeros(3, 4))
 
 
+@pytest.mark.parametrize("how", ["x[mask] = 2.5", "one-element values", "after a None", "0-dim values"])
+def test_boolean_mask_index_put_with_one_value_is_one_masked_fill_that_waits_for_nothing(tracking, how):
+    """index_put_ with a single boolean mask and a one-element value is TorchNeuron's masked fill: one
+    aten::_index_put_impl_ (tracked so, the suite's aten::index_put), no aten::nonzero; the CPU's values."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(3, 4, generator=g)
+    mask = torch.rand(4 if how == "after a None" else (3, 4), generator=g) > 0.5
+    value = torch.tensor(2.5) if how == "0-dim values" else torch.tensor([2.5])
+
+    def put(t, m, v):
+        if how == "x[mask] = 2.5":
+            t[m] = 2.5
+            return t
+        return torch.ops.aten.index_put_(t, [None, m] if how == "after a None" else [m], v)
+
+    cpu = put(x.clone(), mask, value)
+    result, executed = executed_after(tracking, lambda: put(x.to("neuron"), mask.to("neuron"), value.to("neuron")))
+    assert "aten::_index_put_impl_" in executed and "aten::nonzero" not in executed
+    assert_same(result, cpu)
+
+
+@pytest.mark.parametrize("how", ["beside an index tensor", "several values", "accumulate", "two masks"])
+def test_boolean_mask_index_put_converts_the_mask_at_the_call(tracking, how):
+    """Any other index_put_ with a boolean mask turns the mask into index tensors at the call (aten::nonzero), then
+    runs aten::_index_put_impl_ on them; the CPU's values and gradients."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 4, generator=g)
+    rows = torch.tensor([True, False, True])
+    indices = {"beside an index tensor": (rows, torch.tensor([1, 3])), "several values": (rows,),
+               "accumulate": (rows,), "two masks": (rows, torch.tensor([True, False, False, True]))}[how]
+    values = torch.randn(2, 4 if how in ("several values", "accumulate") else 1, generator=g).squeeze(-1)
+    accumulate = how == "accumulate"
+    cpu = x.clone().index_put_(indices, values, accumulate=accumulate)
+    result, executed = executed_after(tracking, lambda: x.to("neuron").index_put_(
+        tuple(i.to("neuron") for i in indices), values.to("neuron"), accumulate=accumulate))
+    assert {"aten::nonzero", "aten::_index_put_impl_"} <= set(executed)
+    assert_same(result, cpu)
+    xc, vc = x.clone().requires_grad_(), values.clone().requires_grad_()
+    xn, vn = x.to("neuron").requires_grad_(), values.to("neuron").requires_grad_()
+    (xc * 1).index_put(indices, vc * 2, accumulate=accumulate).square().sum().backward()
+    (xn * 1).index_put(tuple(i.to("neuron") for i in indices), vn * 2, accumulate=accumulate).square().sum().backward()
+    assert_same((xn.grad, vn.grad), (xc.grad, vc.grad))
+
+
+def test_boolean_mask_index_put_raises_the_cpus_broadcast_error_at_the_op():
+    """Whether a mask's True positions broadcast with the other indices depends on its values, not its shape: the
+    error is PyTorch's IndexError at the call in both modes, even after a call of the same shapes that fitted."""
+    x = torch.zeros(3, 4, 5, device="neuron")
+    value = torch.tensor([1.0], device="neuron")
+    columns = torch.tensor([0, 1], device="neuron")
+    x.index_put_((torch.tensor([True, False, True], device="neuron"), columns), value)  # 2 with 2: fits
+    for device in ("cpu", "neuron"):
+        with pytest.raises(IndexError, match=r"shape mismatch: indexing tensors could not be broadcast together "
+                                             r"with shapes \[3\], \[2\]"):
+            x.to(device).index_put_((torch.tensor([True, True, True], device=device), columns.to(device)),
+                                    value.to(device))
+    torch.neuron.synchronize()  # nothing failed in the queue
+    assert_same(x, torch.zeros(3, 4, 5).index_put_((torch.tensor([0, 2]), torch.tensor([0, 1])), torch.tensor(1.0)))
+
+
 def test_grouped_mm_runs_as_one_op_not_as_mm_per_group(tracking):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 8, generator=g).bfloat16()  # rows of a grouped by the offsets, one weight each

@@ -159,6 +159,44 @@ def test_a_huge_saved_run_is_refused_unread(tmp_path, monkeypatch):
         suite.load_run(path)
 
 
+PROBE = "LOCALNEURON_SUITE_PROBE"
+
+
+def test_a_files_own_environment_reaches_its_process_and_no_other(tmp_path, monkeypatch):
+    """A file of FILE_ENVIRONMENTS runs with its variables; the file beside it, in the same run, without them."""
+    tree = tmp_path / "tree"
+    (tree / "tests" / "views").mkdir(parents=True)
+    (tree / "conftest.py").write_text("")
+    (tree / "tests" / "views" / "test_given.py").write_text(
+        f"import os\ndef test_it():\n    assert os.environ.get({PROBE!r}) == 'given'\n")
+    (tree / "tests" / "views" / "test_plain.py").write_text(
+        f"import os\ndef test_it():\n    assert {PROBE!r} not in os.environ\n")
+    given = "tests/views/test_given.py"
+    monkeypatch.delenv(PROBE, raising=False)
+    monkeypatch.setattr(suite, "FILE_ENVIRONMENTS", {given: suite.FileEnvironment({PROBE: "given"}, "the test says")})
+    scratch = tmp_path / "reports"
+    scratch.mkdir()
+    files = suite.suite_files(tree, [], [])
+    outcomes = [o for file in files for o in suite.run_file(tree, file, "async", 120, scratch)]
+    assert [(o.file, o.outcome) for o in outcomes] == [(given, "passed"), ("tests/views/test_plain.py", "passed")], \
+        outcomes
+    assert PROBE not in suite.os.environ  # the runner's own environment is untouched
+    recorded = suite.environments_given([file.as_posix() for file in files])
+    assert recorded == {given: {"variables": {PROBE: "given"}, "reason": "the test says"}}
+    assert f"| {given} | {PROBE}=given | the test says |" in suite.environments_section(recorded)
+
+
+def test_the_listed_environments_are_the_suites_own_requests():
+    """Each entry names a file of the suite and quotes the skip that asks for its variables; a run without those
+    files records none, and the report then says nothing of them."""
+    assert suite.environments_given(["tests/views/test_x.py"]) == {} and suite.environments_section({}) == ""
+    for file, listed in suite.FILE_ENVIRONMENTS.items():
+        assert listed.variables and listed.reason.startswith("its skip: ")
+        assert all(f"{name}={value}" in listed.reason for name, value in listed.variables.items())
+        if (suite.DEFAULT_TREE / "conftest.py").is_file():
+            assert (suite.DEFAULT_TREE / file).is_file(), file
+
+
 def runner(*arguments, timeout=60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torchneuron_suite.py"), *map(str, arguments)],
                           capture_output=True, text=True, timeout=timeout)
