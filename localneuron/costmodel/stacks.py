@@ -67,12 +67,16 @@ class Stack:
     (compiled_tokens()).
     `moe_prefill_block`: the stack encodes a prompt's mixture-of-experts layers block by block (moe_prefill_blocks()):
     the routed tokens are laid out in blocks of this many rows, one expert's to a block, sized for the worst routing,
-    and every block runs whole; None: the experts run one grouped GEMM over the tokens routed to them."""
+    and every block runs whole; None: the experts run one grouped GEMM over the tokens routed to them.
+    `materialises_prompt_scores`: the stack encodes a prompt with no fused attention kernel: the scores of every
+    query position against every key (each kv head repeated for its query heads) are computed whole, masked, run
+    through a softmax and multiplied by the values, each a separate op of the graph; False: the fused kernel."""
     description: str
     stands_for: tuple
     tuned: bool
     pads_to_compiled_length: bool = False
     moe_prefill_block: int | None = None
+    materialises_prompt_scores: bool = False
 
 
 STACKS = {
@@ -81,10 +85,17 @@ STACKS = {
                    "Inference serving, Transformers NeuronX token generation)",
                    (("nxd", ("train",)), ("nemo-megatron", ("train",)), ("nxd-inference", ("prefill", "decode")),
                     ("transformers-neuronx", ("decode",))), tuned=True),
+    # Transformers NeuronX 0.10 (SDK 2.18.0 and 2.18.1: aws-neuron/transformers-neuronx 7a30b42 and 0623de2) encodes
+    # a prompt with plain HLO, in either attention layout (layers/attention.py, BSH; attention_hsb.py, HSB): score()
+    # repeats the kv heads (hlo.repeat_kv) and takes S = Q K^T whole, mask() selects -30000 where masked,
+    # context_combined() runs hlo.softmax (max, subtract, exp, sum, divide in the scores' dtype), casts and takes
+    # softmax(S) V (llama/hlo.py LlamaForSamplingNoEmbeddingHlo.attention, "Multi-Token Context Encoding"); the
+    # library has no flash attention kernel at that version
     "transformers-neuronx": Stack("Transformers NeuronX as its SDK 2.18 sample scripts run it on trn1, context "
                                   "encoding included: long prompts of its Llama-2 samples ran 1.6-4.5x slower than "
                                   "the same library's Llama-3 samples of the same shape one release later",
-                                  (("transformers-neuronx", ("prefill", "decode")),), tuned=False),
+                                  (("transformers-neuronx", ("prefill", "decode")),), tuned=False,
+                                  materialises_prompt_scores=True),
     # optimum-neuron's NxD backend compiles its context-encoding and token-generation graphs for one length: its
     # models' _get_neuron_config never sets enable_bucketing, which NxDNeuronConfig defaults to False, and without it
     # create_context_encoding_wrapper and create_token_generation_wrapper take generate_buckets(sequence_length,

@@ -109,12 +109,28 @@ class Mlp(nn.Module):
         return self.down(self.activation(self.up(x)))
 
 
+def _materialised_attention(q, k, v, causal, scale):
+    """Attention with no fused kernel, as a stack that materialises the scores runs it (stacks.py,
+    Stack.materialises_prompt_scores): each kv head repeated for its query heads, the whole score matrix, the mask,
+    the softmax in the scores' dtype and the weighted values, each its own op."""
+    group = q.shape[-3] // k.shape[-3]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
+    scores = torch.matmul(q * scale, k.transpose(-1, -2))
+    if causal:
+        s, t = scores.shape[-2], scores.shape[-1]
+        allowed = torch.ones(s, t, dtype=torch.bool, device=scores.device).tril(t - s)
+        scores = torch.where(allowed, scores, torch.full((), -30000.0, dtype=scores.dtype, device=scores.device))
+    return torch.matmul(torch.softmax(scores, dim=-1).to(v.dtype), v)
+
+
 class LayerShard(nn.Module):
     """One layer: attention and a dense or mixture-of-experts MLP, pre-norm (decoders, ViT) or
     post-norm (BERT)."""
     def __init__(self, arch: Architecture, tp: int, sequence_parallel: bool, recompute: str, moe: bool = False,
-                 moe_blocks=None):
+                 moe_blocks=None, materialised_scores: bool = False):
         super().__init__()
+        self.materialised_scores = materialised_scores   # a prompt's attention as separate ops (stacks.py)
         if recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
         self.arch, self.tp, self.sp, self.recompute = arch, tp, sequence_parallel, recompute
@@ -133,6 +149,8 @@ class LayerShard(nn.Module):
         # grouped-query attention k and v keep their kv heads (the op takes a group of query heads per kv head, as
         # SDPA's enable_gqa hands them: no copy repeats them), and the cost model reads the group from the operands
         dropout = self.arch.dropout if self.training else 0.0
+        if self.materialised_scores and q.shape[-2] > 1:
+            return _materialised_attention(q, k, v, causal, 1.0 / math.sqrt(self.arch.head_dim))
         return FUSED_ATTENTION(q, k, v, None, dropout, causal, scale=1.0 / math.sqrt(self.arch.head_dim))[0]
 
     def _attention(self, x, cos, sin, past):

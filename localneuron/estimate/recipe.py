@@ -116,6 +116,7 @@ def inference_stack(arch: Architecture, layout: Layout, request: Request, new_to
     kinds = []
     for kind, count in arch.kinds.items():
         layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", moe_blocks=moe_blocks,
+                       materialised_scores=not context and stacks.STACKS[chip.stack].materialises_prompt_scores,
                        dtype=dtype)
         kinds.append((trace_module(chip, layer, (_empty(b, local, h, dtype=dtype),), (cos, sin, past),
                                    kv_cache=past or (), weights=request.weights), count))

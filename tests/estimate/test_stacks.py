@@ -240,3 +240,28 @@ def test_a_stack_that_encodes_moe_prompts_block_by_block_runs_every_block_whole(
     assert compute(64) - compute(64, block_by_block=False) > 4 * (compute(8) - compute(8, block_by_block=False))
     # the decode step is not encoded block by block
     assert compute(64, mode="decode") == compute(64, block_by_block=False, mode="decode")
+
+
+def test_a_stack_that_materialises_prompt_scores_pays_for_them_quadratically(monkeypatch):
+    # Transformers NeuronX 0.10 encodes a prompt with no fused attention kernel: the whole score matrix, a mask, a
+    # softmax and the weighted values, each an op of its graph (llama/hlo.py, layers/attention*.py); its decode
+    # steps and the default stack keep the fused kernel
+    assert stacks.STACKS["transformers-neuronx"].materialises_prompt_scores
+    assert not stacks.STACKS[stacks.DEFAULT].materialises_prompt_scores
+    target = dataclasses.replace(TRN1, stack="transformers-neuronx")
+    fused = {**stacks.STACKS, "transformers-neuronx": dataclasses.replace(stacks.STACKS["transformers-neuronx"],
+                                                                         materialises_prompt_scores=False)}
+
+    def priced(tokens, materialised=True, mode="prefill"):
+        with monkeypatch.context() as m:
+            if not materialised:
+                m.setattr(stacks, "STACKS", fused)
+            e = run.estimate(small_llama(), target, Layout.make(target, 1, 1, 1, 1),
+                             plan.Request(mode=mode, input_len=tokens, output_len=4))
+        return e["breakdown"]["compute"] if mode == "prefill" else e["tpot_s"]
+
+    extra = {t: priced(t) - priced(t, materialised=False) for t in (1024, 2048)}
+    assert extra[1024] > 0
+    # the scores grow with the square of the prompt, the rest of the layer linearly
+    assert extra[2048] > 3 * extra[1024]
+    assert priced(1024, mode="decode") == priced(1024, materialised=False, mode="decode")
