@@ -213,6 +213,15 @@ def small_moe(experts: int):
                                      "vocab_size": 4096})
 
 
+def estimate_with_stack(monkeypatch, target, model, request, **stack_changes) -> dict:
+    """run.estimate of model on one core of target, with the given fields of target's stack changed (none: as it is)."""
+    with monkeypatch.context() as m:
+        if stack_changes:
+            changed = dataclasses.replace(stacks.STACKS[target.stack], **stack_changes)
+            m.setattr(stacks, "STACKS", {**stacks.STACKS, target.stack: changed})
+        return run.estimate(model, target, Layout.make(target, 1, 1, 1, 1), request)
+
+
 def test_a_stack_that_encodes_moe_prompts_block_by_block_runs_every_block_whole(monkeypatch):
     # NxD's dropless context encoding (optimum-neuron's MoE layers): the routed tokens are laid out in blocks of
     # 512 rows, one expert's to a block, as many as the worst routing needs, ceil((T k - (E - 1)) / 512) + E - 1,
@@ -223,15 +232,11 @@ def test_a_stack_that_encodes_moe_prompts_block_by_block_runs_every_block_whole(
     assert stacks.moe_prefill_blocks("optimum-neuron", 32, 128, 8) is None
     assert stacks.moe_prefill_blocks(stacks.DEFAULT, 4096, 128, 8) is None
     target = dataclasses.replace(TRN2, stack="optimum-neuron")
-    unblocked = {**stacks.STACKS, "optimum-neuron": dataclasses.replace(stacks.STACKS["optimum-neuron"],
-                                                                       moe_prefill_block=None)}
 
     def compute(experts, block_by_block=True, mode="prefill"):
-        with monkeypatch.context() as m:
-            if not block_by_block:
-                m.setattr(stacks, "STACKS", unblocked)
-            e = run.estimate(small_moe(experts), target, Layout.make(target, 1, 1, 1, 1),
-                             plan.Request(mode=mode, input_len=1024, output_len=4))
+        e = estimate_with_stack(monkeypatch, target, small_moe(experts),
+                                plan.Request(mode=mode, input_len=1024, output_len=4),
+                                **({} if block_by_block else {"moe_prefill_block": None}))
         return e["breakdown"]["compute"] if mode == "prefill" else e["tpot_s"]
 
     # 2048 routed rows: 8 experts take 4 + 7 blocks, 64 experts 4 + 63 (the same tokens, 6x the expert GEMMs' rows)
@@ -249,15 +254,11 @@ def test_a_stack_that_materialises_prompt_scores_pays_for_them_quadratically(mon
     assert stacks.STACKS["transformers-neuronx"].materialises_prompt_scores
     assert not stacks.STACKS[stacks.DEFAULT].materialises_prompt_scores
     target = dataclasses.replace(TRN1, stack="transformers-neuronx")
-    fused = {**stacks.STACKS, "transformers-neuronx": dataclasses.replace(stacks.STACKS["transformers-neuronx"],
-                                                                         materialises_prompt_scores=False)}
 
     def priced(tokens, materialised=True, mode="prefill"):
-        with monkeypatch.context() as m:
-            if not materialised:
-                m.setattr(stacks, "STACKS", fused)
-            e = run.estimate(small_llama(), target, Layout.make(target, 1, 1, 1, 1),
-                             plan.Request(mode=mode, input_len=tokens, output_len=4))
+        e = estimate_with_stack(monkeypatch, target, small_llama(),
+                                plan.Request(mode=mode, input_len=tokens, output_len=4),
+                                **({} if materialised else {"materialises_prompt_scores": False}))
         return e["breakdown"]["compute"] if mode == "prefill" else e["tpot_s"]
 
     extra = {t: priced(t) - priced(t, materialised=False) for t in (1024, 2048)}
