@@ -44,6 +44,12 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+# free_ports() closes its sockets before the ranks bind them, so another process (a connection's ephemeral port, the
+# other pytest worker's job) can take one meanwhile: the rank's store then fails with this, and the job runs again
+PORT_TAKEN = "EADDRINUSE"
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     return free_ports(1)[0]
 
@@ -134,22 +140,25 @@ def run(test_file: str, job: str, world_size: int, *, backends=PARITY, kwargs: d
     None for a rank in `may_die` that did not finish (fault tests kill ranks on purpose)."""
     import torch
 
-    # One rendezvous port per process group the job creates: reusing one would race the next group's
-    # clients against the teardown of the previous group's store.
-    port, *run_ports = free_ports(1 + len(backends or ()))
-    with tempfile.TemporaryDirectory(prefix="neuron-dist-") as out:
-        spec = json.dumps({"file": str(Path(test_file).resolve()), "job": job, "kwargs": kwargs or {},
-                           "backends": backends, "ports": run_ports, "out": out})
-        procs = [_start_rank(spec, {**os.environ, **rank_env(rank, world_size, port), **(env or {})},
-                             os.path.join(out, f"rank{rank}.log"))
-                 for rank in range(world_size)]
-        logs = finish(procs, timeout)
-        failed = [r for r, p in enumerate(procs) if p.returncode != 0 and r not in may_die]
-        if failed:
-            raise AssertionError(f"ranks {failed} of {job} failed:\n" + "\n".join(
-                f"--- rank {r} (exit {procs[r].returncode}) ---\n{logs[r][-4000:]}" for r in failed))
-        results = [Path(out) / f"rank{r}.pt" for r in range(world_size)]
-        return [torch.load(path, weights_only=False) if path.exists() else None for path in results]
+    for attempt in range(PORT_ATTEMPTS):
+        # One rendezvous port per process group the job creates: reusing one would race the next group's
+        # clients against the teardown of the previous group's store.
+        port, *run_ports = free_ports(1 + len(backends or ()))
+        with tempfile.TemporaryDirectory(prefix="neuron-dist-") as out:
+            spec = json.dumps({"file": str(Path(test_file).resolve()), "job": job, "kwargs": kwargs or {},
+                               "backends": backends, "ports": run_ports, "out": out})
+            procs = [_start_rank(spec, {**os.environ, **rank_env(rank, world_size, port), **(env or {})},
+                                 os.path.join(out, f"rank{rank}.log"))
+                     for rank in range(world_size)]
+            logs = finish(procs, timeout)
+            failed = [r for r, p in enumerate(procs) if p.returncode != 0 and r not in may_die]
+            if failed and attempt + 1 < PORT_ATTEMPTS and any(PORT_TAKEN in logs[r] for r in failed):
+                continue  # a port chosen free was taken before the store bound it: the job again, on new ports
+            if failed:
+                raise AssertionError(f"ranks {failed} of {job} failed:\n" + "\n".join(
+                    f"--- rank {r} (exit {procs[r].returncode}) ---\n{logs[r][-4000:]}" for r in failed))
+            results = [Path(out) / f"rank{r}.pt" for r in range(world_size)]
+            return [torch.load(path, weights_only=False) if path.exists() else None for path in results]
 
 
 def finish(procs: list, timeout: float) -> list[str]:
