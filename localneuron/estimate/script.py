@@ -546,6 +546,7 @@ def _collective_seconds(chip, kind: str, nbytes: float, ranks: tuple) -> float:
 def price_rank(trace: ScriptTrace, chip) -> dict:
     """The priced step of one rank: time and its breakdown, collectives by kind, peak HBM."""
     from localneuron.costmodel import ops as cost_ops
+    from localneuron.costmodel.engines import Attention, op_work, rule
     from localneuron.costmodel.time import Breakdown
 
     phases = trace.phases[trace.step_starts[STEPS - 1]:trace.step_starts[STEPS]]
@@ -556,6 +557,9 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
         read.update(key for op in phases[i].ops for key, _ in op.inputs)
     total, asynchronous = Breakdown(), 0.0
     graphs_by_phase = defaultdict(float)
+    # the engine seconds of the step's attention ops (forward and backward), to compare with another source's
+    attention_s = sum(op_work(chip, op.name, [t for _, t in op.inputs], [t for _, t in op.outputs]).compute_s
+                      for phase in phases for op in phase.ops if isinstance(rule(op.name), Attention))
     by_kind = defaultdict(lambda: {"calls": 0, "bytes": 0, "seconds": 0.0, "group_sizes": set()})
     for phase, later in zip(phases, read_later):
         produced = {key for op in phase.ops for key, _ in op.outputs}
@@ -588,6 +592,7 @@ def price_rank(trace: ScriptTrace, chip) -> dict:
     # the graphs' seconds by phase (forward, backward, optimizer; collectives not included): what the step's
     # parts cost, to compare with another source's forward, backward and optimizer step
     return {"step_s": total.total, "breakdown": total.as_dict(), "graphs_by_phase_s": dict(graphs_by_phase),
+            "attention_s": attention_s,
             "peak_bytes": peak,
             "collectives": {k: {**v, "group_sizes": sorted(v["group_sizes"])} for k, v in by_kind.items()},
             "asynchronous_collective_s": asynchronous, "parameters": trace.parameter_count,

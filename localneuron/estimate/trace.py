@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from localneuron.costmodel import engines
 from localneuron.costmodel.ops import EXECUTABLE, GraphOp
 from localneuron.ops import tracking
 from localneuron.ops.arguments import bind, mutated_argument_names, per_schema, positions
@@ -55,6 +56,10 @@ class Trace(TorchDispatchMode):
         self._next_key = 0
         self.live_bytes = 0
         self.peak_bytes = 0
+        # storages that are a dense copy of a broadcast (an expand's stride-0 dims made real): key -> (the key of the
+        # storage broadcast, how many copies of each of its elements), so attention reads the keys and values as
+        # their own (fewer) heads (_grouped_attention)
+        self.repeats: dict[int, tuple[int, int]] = {}
 
     # --- tensors, identified by storage, with their lifetime ----------------------------------
     def key(self, t: torch.Tensor) -> int:
@@ -149,15 +154,51 @@ class Trace(TorchDispatchMode):
         returned = _tensors(out)
         outputs = returned + [t for t in written if not any(t is r for r in returned)]
         self.record(name, inputs, outputs, on_host=on_host, input_keys=input_keys)
+        if inputs and len(returned) == 1 and isinstance(engines.rule(name), engines.Movement):
+            copies = _broadcast_copies(inputs[0])
+            if copies > 1 and returned[0].numel() == inputs[0].numel():   # the broadcast made dense
+                self.repeats[self.key(returned[0])] = (input_keys[0], copies)
         return out
 
     def record(self, name: str, inputs: list, outputs: list, on_host: bool = False, input_keys=None) -> None:
         """One op of the trace, priced by the rule its record gives `name`."""
         input_keys = input_keys if input_keys is not None else [self.key(t) for t in inputs]
         output_keys = [self.key(t) for t in outputs]
-        self.phase.ops.append(GraphOp(
-            name, tuple(zip(input_keys, map(_shape_only, inputs))), tuple(zip(output_keys, map(_shape_only, outputs))),
-            on_host=on_host, issued=ISSUED.get(name, EXECUTABLE)))
+        operands = [list(zip(input_keys, map(_shape_only, inputs))), list(zip(output_keys, map(_shape_only, outputs)))]
+        rule = engines.rule(name)
+        if isinstance(rule, engines.Attention):
+            self._grouped_attention(rule.passes, inputs, *operands)
+        self.phase.ops.append(GraphOp(name, tuple(operands[0]), tuple(operands[1]), on_host=on_host,
+                                      issued=ISSUED.get(name, EXECUTABLE)))
+
+    def _grouped_attention(self, passes: int, inputs: list, operands: list, results: list) -> None:
+        """Grouped-query attention whose keys and values reach the op repeated to every query head (Transformers'
+        repeat_kv: an expand of [b, kv, 1, s, d] to [b, kv, g, s, d] copied into [b, h, s, d], as its sdpa and
+        eager paths do whenever SDPA's enable_gqa is not used, e.g. with an attention mask; or an expand passed
+        as it is, stride 0 along the heads) is recorded as the fused op the device runs on the model's kv heads:
+        keys and values of h / g heads, read from the storage repeated (the KV cache at decode), and, in the
+        backward, their gradients at those heads, as the NKI Library's kernels take them
+        (costmodel/engines._attention_gemms prices the group from the operands, as for --hf-config).
+        The op's operands (key, shape-only tensor) are changed in place; the query and everything else are kept."""
+        for i in (passes, passes + 1):   # the key and the value among the op's inputs
+            if i >= len(inputs) or inputs[i].dim() < 3 or inputs[passes - 1].dim() < 3:
+                continue
+            t, heads = inputs[i], inputs[i].shape[-3]
+            if heads != inputs[passes - 1].shape[-3]:
+                continue   # already grouped (enable_gqa), or not heads at all
+            source, copies = operands[i][0], 1
+            if heads > 1 and t.stride(-3) == 0:
+                copies = heads
+            elif operands[i][0] in self.repeats and t.is_contiguous():
+                source, copies = self.repeats[operands[i][0]]
+            if copies <= 1 or heads % copies:
+                continue
+            shape = (*t.shape[:-3], heads // copies, *t.shape[-2:])
+            operands[i] = (source, torch.empty(shape, dtype=t.dtype, device="meta"))
+            gradient = i - passes + 1   # the backward's results: dQ, dK, dV
+            if passes == 2 and gradient < len(results) and tuple(results[gradient][1].shape) == tuple(t.shape):
+                results[gradient] = (results[gradient][0], torch.empty(shape, dtype=results[gradient][1].dtype,
+                                                                         device="meta"))
 
 
 def _tensors(value) -> list:
@@ -181,6 +222,16 @@ def _operands(func, args, kwargs, on_host: bool) -> tuple[list, list]:
     read = ([a for name, a in zip(positions(schema), args) if name not in skipped],
             {name: v for name, v in kwargs.items() if name not in skipped})
     return _tensors(read), written
+
+
+def _broadcast_copies(t: torch.Tensor) -> int:
+    """How many times each element of `t`'s storage appears in `t`: the sizes of its stride-0 dims multiplied (an
+    expand's broadcast dims; 1 for a tensor without them)."""
+    copies = 1
+    for size, stride in zip(t.shape, t.stride()):
+        if stride == 0:
+            copies *= size
+    return copies
 
 
 def _shape_only(t: torch.Tensor) -> torch.Tensor:

@@ -47,6 +47,8 @@ def main():
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--attention-mask", action="store_true",
+                        help="pass a padding mask (all ones), as a batch of padded prompts does")
     args = parser.parse_args()
 
     with open(args.config) as f:
@@ -86,7 +88,9 @@ def main():
     for step in range(args.steps):
         for _ in range(args.accumulate):
             ids = torch.randint(0, config.vocab_size, (args.micro_batch, args.seq + 1)).to("neuron")
-            logits = compiled(input_ids=ids[:, :-1]).logits
+            mask = torch.ones(args.micro_batch, args.seq, dtype=torch.long, device="neuron") \
+                if args.attention_mask else None
+            logits = compiled(input_ids=ids[:, :-1], attention_mask=mask).logits
             # with the head's output split over the vocabulary, the loss is computed on each rank's slice
             with loss_parallel() if tp > 1 else contextlib.nullcontext():
                 loss = F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()) / args.accumulate
