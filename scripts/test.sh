@@ -8,7 +8,7 @@
 # Each pass runs its tests in two processes, one per core (pytest-xdist; `-n 0` among the arguments runs one); with
 # --dist loadgroup the tests of a file that share a module-scoped fixture stay in one of them (tests/conftest.py), so
 # the fixture is built once.
-# The passes run one after the other.
+# The passes run one after the other; each prints its 15 slowest tests (where CI time goes).
 # Arguments go to both passes; without arguments, the integration extras that need their own environment run
 # after them: their environments one after the other, then their tests side by side, since neither fills two cores
 # alone (run one after the other, vLLM's engines used 3 min 53 s of CPU in 3 min 40 s, TorchTitan's ranks 4 min 56 s
@@ -40,8 +40,8 @@ phase() {  # NAME COMMAND...: runs it, keeps a failure's status, prints how long
 }
 phase setup bash scripts/setup.sh
 [[ $status -eq 0 ]] || exit "$status"
-phase asynchronous python3 -m pytest -q -ra -n 2 --dist loadgroup tests "$@"
-phase blocking env NEURON_LAUNCH_BLOCKING=1 python3 -m pytest -q -ra -n 2 --dist loadgroup tests -m "not slow and not mode_independent" "$@"
+phase asynchronous python3 -m pytest -q -ra --durations=15 -n 2 --dist loadgroup tests "$@"
+phase blocking env NEURON_LAUNCH_BLOCKING=1 python3 -m pytest -q -ra --durations=15 -n 2 --dist loadgroup tests -m "not slow and not mode_independent" "$@"
 # extra -> its pytest arguments (each extra has a virtual environment of its own: scripts/extra_env.sh)
 declare -A EXTRA_TESTS=(
   [titan]="tests/integrations/test_torchtitan_recipe.py"
