@@ -1,6 +1,7 @@
 """Adaptive Eager (TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of queued element-wise ops run as one
 compiled executable, with the same bits as unfused eager, ending where TorchNeuron's runs end; segments with
-matmuls run op by op with each op's kernel, and every fused operator is tracked once under its ops' names joined by '|'."""
+matmuls run op by op with each op's kernel, and every fused operator is tracked once under its ops' names
+joined by '|'."""
 import types
 
 import pytest
