@@ -453,6 +453,10 @@ std::string FusedRun::describe() const { return "Adaptive Eager run of " + std::
 
 void FusedRun::run_unfused(size_t begin, size_t end) {
   g_unfused_ops += static_cast<int64_t>(end - begin);
+  run_each(begin, end);
+}
+
+void FusedRun::run_each(size_t begin, size_t end) {
   for (size_t i = begin; i < end; i++) {
     try {
       items_[i]->run();
@@ -463,6 +467,8 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
                                 " in an Adaptive Eager run)",
                    item.source, item.thread, e);
     }
+    // A trace shows each op run with its own kernel as the op's own launch, as it would show it unfused.
+    if (items_[i]->launch.on) record_launch(items_[i]->launch);
   }
 }
 
@@ -478,16 +484,7 @@ void FusedRun::record_fused(size_t begin, size_t end) const {
 }
 
 void FusedRun::run_matmul_segment(size_t begin, size_t end) {
-  for (size_t i = begin; i < end; i++) {
-    try {
-      items_[i]->run();
-    } catch (const std::exception& e) {
-      const QueuedWork& item = *items_[i];
-      hold_failure(device_, item.describe() + " (op " + std::to_string(i + 1) + " of " + std::to_string(items_.size()) +
-                                " in an Adaptive Eager run)",
-                   item.source, item.thread, e);
-    }
-  }
+  run_each(begin, end);
   g_matmul_runs++;
   g_matmul_run_ops += static_cast<int64_t>(end - begin);
   record_fused(begin, end);

@@ -54,6 +54,7 @@ class FusedRun final : public QueuedWork {
   void run_segment(size_t begin, size_t end);
   void run_unfused(size_t begin, size_t end);
   void run_matmul_segment(size_t begin, size_t end);
+  void run_each(size_t begin, size_t end);  // each op with its own kernel, its failure held, its launch traced
   // The segment ran as one fused operator: counted for the trackers under its ops' names joined by '|'.
   void record_fused(size_t begin, size_t end) const;
   std::vector<std::unique_ptr<QueuedWork>> items_;

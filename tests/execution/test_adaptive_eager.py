@@ -633,3 +633,14 @@ def test_in_blocking_mode_nothing_is_fused_and_values_match_the_cpu():
     assert result.returncode == 0, result.stderr
     executed = result.stdout.split("executed", 1)[1]
     assert "aten::mm" in executed and "|" not in executed
+
+
+def test_a_traced_matmul_segment_shows_each_op_as_its_own_launch(fusion):
+    dx, dw = torch.randn(8, 16, device="neuron"), torch.randn(16, 4, device="neuron")
+    tracked_calls(relu_of_sum_times, dx, dw)
+    stats.reset()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        relu_of_sum_times(dx, dw).cpu()
+    device = {e.name for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU}
+    assert {"aten::add", "aten::relu", "aten::mm"} <= device, device
+    assert stats.summary()["matmul_runs"] == 1
