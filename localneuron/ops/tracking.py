@@ -111,7 +111,9 @@ def op_counts() -> dict[str, Counter]:
     A fused operator (TORCH_NEURONX_ENABLE_CONCATENATION=1: csrc/fusion/fusion.h) is one op here, under
     fused_name(), and its ops' calls inside it are not counted again under their own names; so the trackers, the
     fallback list and the portability report's op table list it as TorchNeuron lists it. The ops' executables keep
-    their own counts (_C.executable_calls()): estimated_device_seconds() and the cost model price each op's work."""
+    their own counts (_C.executable_calls()): estimated_device_seconds() and the cost model price each op's work.
+    A run is counted as one op once it has run (ops are counted when issued): read after a synchronisation point, as
+    TorchNeuron's tests read their trackers after .cpu(); before it, the run's ops are still listed one by one."""
     counts: dict[str, Counter] = {NATIVE: Counter(), NATIVE_32BIT: Counter(), FALLBACK: Counter(), VIEW: Counter()}
     for executable_id, calls in _C.executable_calls():
         e = _executables[executable_id]
