@@ -41,9 +41,8 @@ constexpr int kCompileAtSighting = 2;
 // (whatever the operands) or to float32 when a Python number is among them.
 std::unordered_set<const c10::FunctionSchema*> g_fusible, g_float32_only, g_numbers_float32_only;
 // Matmuls (mm, addmm, bmm, linear as the op records register them): they join runs, as TorchNeuron's concatenation
-// engine merges them with the element-wise ops around them, but a segment that holds one runs each op with its own
-// kernel (no generated code: the same bits as unfused eager, whatever the dtype), and an element-wise op after a
-// matmul starts a new segment.
+// engine merges them with the element-wise ops around them, but each runs with its own kernel (no generated code:
+// the same bits as unfused eager, whatever the dtype), and an element-wise op after a matmul starts a new segment.
 std::unordered_set<const c10::FunctionSchema*> g_matmuls;
 py::object* g_compile_run = nullptr;  // leaked on purpose, like the executables: workers outlive module teardown
 
@@ -483,24 +482,33 @@ void FusedRun::record_fused(size_t begin, size_t end) const {
   g_fused_records[ids]++;
 }
 
-void FusedRun::run_matmul_segment(size_t begin, size_t end) {
-  run_each(begin, end);
+// The element-wise ops before the matmuls run as a segment of their own would (generated code where it applies), the
+// matmuls with their own kernels; the segment is one operator for the trackers.
+void FusedRun::run_matmul_segment(size_t begin, size_t first_matmul, size_t end) {
+  if (first_matmul > begin) run_generated(begin, first_matmul, /*record=*/false);
+  run_each(first_matmul, end);
   g_matmul_runs++;
   g_matmul_run_ops += static_cast<int64_t>(end - begin);
   record_fused(begin, end);
 }
 
 void FusedRun::run_segment(size_t begin, size_t end) {
-  const std::vector<const FusibleCall*>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed)) {
     run_unfused(begin, end);
     return;
   }
-  if (std::any_of(calls.begin() + begin, calls.begin() + end, [](const FusibleCall* c) { return is_matmul(*c); })) {
-    run_matmul_segment(begin, end);
+  size_t first_matmul = begin;
+  while (first_matmul < end && !is_matmul(*calls_[first_matmul])) first_matmul++;
+  if (first_matmul < end) {
+    run_matmul_segment(begin, first_matmul, end);
     return;
   }
-  if (!python_usable()) {
+  run_generated(begin, end, /*record=*/true);
+}
+
+void FusedRun::run_generated(size_t begin, size_t end, bool record) {
+  const std::vector<const FusibleCall*>& calls = calls_;
+  if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
     return;
   }
@@ -562,7 +570,7 @@ void FusedRun::run_segment(size_t begin, size_t end) {
   }
   g_fused_launches++;
   g_fused_ops += static_cast<int64_t>(end - begin);
-  record_fused(begin, end);
+  if (record) record_fused(begin, end);
 }
 
 void FusedRun::seal() {

@@ -18,9 +18,10 @@ it has one); this module derives the tables Adaptive Eager reads from them.
 
 MATMULS below join runs another way: TorchNeuron's concatenation engine targets matmul-heavy sequences and merges
 a matmul with the element-wise ops before it into one operator (its tests name them 'mul|pow|aten::mm',
-'silu|aten::linear'). Here a matmul ends its segment, and a segment holding one runs each op with its own ATen
-kernel, in order, as one queue entry: the same bits as unfused eager on every dtype (no generated code), and the
-trackers list the segment once, as a fused operator (csrc/fusion/fusion.h).
+'silu|aten::linear'). Here an element-wise op after a matmul starts a new segment; a segment holding matmuls is one
+queue entry whose element-wise ops run as they would alone (generated code where this table admits it) and whose
+matmuls run with their own ATen kernels: the same bits as unfused eager on every dtype. The trackers list the segment
+once, as a fused operator (csrc/fusion/fusion.h).
 
 Not here, on purpose: reductions, matmuls (for generated code), softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and
@@ -41,6 +42,6 @@ FUSIBLE_OPS = {op: f.dtypes for op, f in fusible_overloads().items()}
 # is not compiled, and runs unfused. op -> (argument, the one value fused)
 ONLY_WITH = {op: f.only_with for op, f in fusible_overloads().items() if f.only_with}
 
-# Matmuls as the op records register them (each runs whole, one op, on the device route): they join runs and end
-# their segment, which then runs op by op with each op's own kernel (csrc/fusion/fusion.cpp run_matmul_segment).
+# Matmuls as the op records register them (each runs whole, one op, on the device route): they join runs and close
+# their segment; each runs with its own kernel (csrc/fusion/fusion.cpp run_matmul_segment).
 MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear")
