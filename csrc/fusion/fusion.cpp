@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +40,10 @@ constexpr int kCompileAtSighting = 2;
 // Installed once, before any op is queued: the allow-list, and its entries restricted to float32
 // (whatever the operands) or to float32 when a Python number is among them.
 std::unordered_set<const c10::FunctionSchema*> g_fusible, g_float32_only, g_numbers_float32_only;
+// Matmuls (mm, addmm, bmm, linear as the op records register them): they join runs, as TorchNeuron's concatenation
+// engine merges them with the element-wise ops around them, but each runs with its own kernel (no generated code:
+// the same bits as unfused eager, whatever the dtype), and an element-wise op after a matmul starts a new segment.
+std::unordered_set<const c10::FunctionSchema*> g_matmuls;
 py::object* g_compile_run = nullptr;  // leaked on purpose, like the executables: workers outlive module teardown
 
 struct FusedExecutable {
@@ -51,6 +56,15 @@ std::mutex g_executables_mu;
 std::unordered_map<uint64_t, FusedExecutable> g_executables;
 
 std::atomic<int64_t> g_fused_launches{0}, g_fused_ops{0}, g_unfused_ops{0}, g_compiles{0}, g_failures{0};
+std::atomic<int64_t> g_matmul_runs{0}, g_matmul_run_ops{0};  // segments with a matmul, run kernel by kernel
+
+// The fused operators that ran since the last reset_fused_run_calls(): the executable ids of a segment's ops, in
+// order (ops/tracking.py names the operator by joining their tracked names with '|') -> runs. The ops' own
+// executables keep counting their calls (the cost model prices each op's work); the trackers subtract them.
+std::mutex g_fused_records_mu;
+std::map<std::vector<int64_t>, int64_t> g_fused_records;
+
+bool is_matmul(const FusibleCall& call) { return g_matmuls.count(&call.op->schema()) > 0; }
 std::mutex g_failure_mu;
 std::string g_last_failure;
 
@@ -403,6 +417,7 @@ void FusedKernels::run(const std::vector<const TensorSnapshot*>& inputs,
 
 bool is_fusible_call(const c10::OperatorHandle& op, c10::ArrayRef<const at::Tensor*> operands) {
   const c10::FunctionSchema* schema = &op.schema();
+  if (g_matmuls.count(schema) > 0) return true;  // runs with its own kernel: any dtype
   if (g_fusible.count(schema) == 0) return false;
   bool number = false;
   at::ScalarType sixteen_bit = at::ScalarType::Undefined;  // a 16-bit float operand's type
@@ -437,6 +452,10 @@ std::string FusedRun::describe() const { return "Adaptive Eager run of " + std::
 
 void FusedRun::run_unfused(size_t begin, size_t end) {
   g_unfused_ops += static_cast<int64_t>(end - begin);
+  run_each(begin, end);
+}
+
+void FusedRun::run_each(size_t begin, size_t end) {
   for (size_t i = begin; i < end; i++) {
     try {
       items_[i]->run();
@@ -447,10 +466,47 @@ void FusedRun::run_unfused(size_t begin, size_t end) {
                                 " in an Adaptive Eager run)",
                    item.source, item.thread, e);
     }
+    // A trace shows each op run with its own kernel as the op's own launch, as it would show it unfused.
+    if (items_[i]->launch.on) record_launch(items_[i]->launch);
   }
 }
 
+void FusedRun::record_fused(size_t begin, size_t end) const {
+  std::vector<int64_t> ids;
+  ids.reserve(end - begin);
+  for (size_t i = begin; i < end; i++) {
+    if (items_[i]->executable == nullptr) return;  // not an op the trackers list: its ops stay listed one by one
+    ids.push_back(items_[i]->executable->id);
+  }
+  std::lock_guard<std::mutex> lock(g_fused_records_mu);
+  g_fused_records[ids]++;
+}
+
+// The element-wise ops before the matmuls run as a segment of their own would (generated code where it applies), the
+// matmuls with their own kernels; the segment is one operator for the trackers.
+void FusedRun::run_matmul_segment(size_t begin, size_t first_matmul, size_t end) {
+  if (first_matmul > begin) run_generated(begin, first_matmul, /*record=*/false);
+  run_each(first_matmul, end);
+  g_matmul_runs++;
+  g_matmul_run_ops += static_cast<int64_t>(end - begin);
+  record_fused(begin, end);
+}
+
 void FusedRun::run_segment(size_t begin, size_t end) {
+  if (end - begin < g_low_threshold.load(std::memory_order_relaxed)) {
+    run_unfused(begin, end);
+    return;
+  }
+  size_t first_matmul = begin;
+  while (first_matmul < end && !is_matmul(*calls_[first_matmul])) first_matmul++;
+  if (first_matmul < end) {
+    run_matmul_segment(begin, first_matmul, end);
+    return;
+  }
+  run_generated(begin, end, /*record=*/true);
+}
+
+void FusedRun::run_generated(size_t begin, size_t end, bool record) {
   const std::vector<const FusibleCall*>& calls = calls_;
   if (end - begin < g_low_threshold.load(std::memory_order_relaxed) || !python_usable()) {
     run_unfused(begin, end);
@@ -514,6 +570,7 @@ void FusedRun::run_segment(size_t begin, size_t end) {
   }
   g_fused_launches++;
   g_fused_ops += static_cast<int64_t>(end - begin);
+  if (record) record_fused(begin, end);
 }
 
 void FusedRun::seal() {
@@ -542,7 +599,11 @@ void FusedRun::run() {
       produced.clear();
       continue;
     }
-    if (i > begin && reaches_into_segment(produced, *calls[i])) {
+    // The matmuls that close a segment end it: an element-wise op after a matmul starts the next segment, so a
+    // segment is the element-wise ops before its matmuls and those matmuls (TorchNeuron's 'mul|pow|aten::mm').
+    // A view into an output of the segment ends it for generated code only: a matmul runs with its own kernel.
+    const bool matmul = is_matmul(*calls[i]);
+    if (i > begin && (matmul ? false : is_matmul(*calls[i - 1]) || reaches_into_segment(produced, *calls[i]))) {
       run_segment(begin, i);
       begin = i;
       produced.clear();
@@ -565,7 +626,7 @@ void bind_fusion(py::module_& m) {
   m.def(
       "install_fusion",
       [](py::object compile_run, const std::vector<std::string>& ops, const std::vector<std::string>& float32_only,
-         const std::vector<std::string>& numbers_float32_only) {
+         const std::vector<std::string>& numbers_float32_only, const std::vector<std::string>& matmuls) {
         TORCH_CHECK(g_compile_run == nullptr, "Adaptive Eager is installed once per process");
         auto schema_of = [](const std::string& qualified) {
           const auto dot = qualified.find('.');
@@ -576,12 +637,23 @@ void bind_fusion(py::module_& m) {
         for (const std::string& op : ops) g_fusible.insert(schema_of(op));
         for (const std::string& op : float32_only) g_float32_only.insert(schema_of(op));
         for (const std::string& op : numbers_float32_only) g_numbers_float32_only.insert(schema_of(op));
+        for (const std::string& op : matmuls) g_matmuls.insert(schema_of(op));
         g_compile_run = new py::object(std::move(compile_run));
       },
       py::arg("compile_run"), py::arg("ops"), py::arg("float32_only"), py::arg("numbers_float32_only"),
+      py::arg("matmuls"),
       "Adaptive Eager: compile_run(description) -> run(inputs) -> outputs; the fusible ops ('aten::mul.Tensor'), "
-      "those of them fusible on float32 only, and those fusible with a Python number among their arguments on "
-      "float32 only.");
+      "those of them fusible on float32 only, those fusible with a Python number among their arguments on "
+      "float32 only, and the matmuls, which join runs and run with their own kernels.");
+  m.def("fused_run_calls", [] {
+    std::lock_guard<std::mutex> lock(g_fused_records_mu);
+    std::vector<std::pair<std::vector<int64_t>, int64_t>> out(g_fused_records.begin(), g_fused_records.end());
+    return out;
+  }, "The fused operators that ran since the last reset: (executable ids of their ops in order, runs).");
+  m.def("reset_fused_run_calls", [] {
+    std::lock_guard<std::mutex> lock(g_fused_records_mu);
+    g_fused_records.clear();
+  });
   m.def(
       "set_fusion",
       [](bool enabled, size_t run_limit, size_t low_threshold, bool skip_intermediate) {
@@ -597,6 +669,8 @@ void bind_fusion(py::module_& m) {
     d["fused_launches"] = g_fused_launches.load();
     d["fused_ops"] = g_fused_ops.load();
     d["unfused_ops"] = g_unfused_ops.load();
+    d["matmul_runs"] = g_matmul_runs.load();
+    d["matmul_run_ops"] = g_matmul_run_ops.load();
     d["compiles"] = g_compiles.load();
     d["failures"] = g_failures.load();
     std::lock_guard<std::mutex> lock(g_failure_mu);
@@ -607,6 +681,8 @@ void bind_fusion(py::module_& m) {
     g_fused_launches = 0;
     g_fused_ops = 0;
     g_unfused_ops = 0;
+    g_matmul_runs = 0;
+    g_matmul_run_ops = 0;
     g_compiles = 0;
     g_failures = 0;
     std::lock_guard<std::mutex> lock(g_failure_mu);

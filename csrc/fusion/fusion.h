@@ -7,6 +7,14 @@
 // first op that is not fusible, and at TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT ops. Only ops of
 // the allow-list Python installs (the op records' `fusible` fields, read by adaptive_eager/fusible_ops.py)
 // join runs, and only with new outputs (no in-place, no out=). Deterministic mode keeps every op unfused.
+//
+// Matmuls (the `matmuls` Python installs: mm, addmm, bmm, linear) join runs too, as TorchNeuron's concatenation
+// engine merges a matmul with the element-wise ops before it: an element-wise op after a matmul starts a new
+// segment (consecutive matmuls stay in one); in a segment that holds one, the element-wise ops before the matmuls run
+// as they would alone (generated code where it applies) and each matmul with its own kernel, in order (the same
+// bits as unfused eager). Every segment that runs as one
+// operator (generated code, or a matmul segment) is counted once under its ops' executable ids
+// (fused_run_calls), which the trackers list as one op named by their tracked names joined with '|'.
 #pragma once
 #include "queue/queue.h"
 
@@ -46,6 +54,13 @@ class FusedRun final : public QueuedWork {
  private:
   void run_segment(size_t begin, size_t end);
   void run_unfused(size_t begin, size_t end);
+  void run_matmul_segment(size_t begin, size_t first_matmul, size_t end);
+  // Runs [begin, end) (element-wise ops only) as one generated executable where it applies, else op by op; `record`:
+  // a fused run counts as one operator for the trackers (not when it is part of a matmul segment, which counts).
+  void run_generated(size_t begin, size_t end, bool record);
+  void run_each(size_t begin, size_t end);  // each op with its own kernel, its failure held, its launch traced
+  // The segment ran as one fused operator: counted for the trackers under its ops' names joined by '|'.
+  void record_fused(size_t begin, size_t end) const;
   std::vector<std::unique_ptr<QueuedWork>> items_;
   std::vector<const FusibleCall*> calls_;   // one per item (held by the item), from seal()
   std::vector<size_t> use_counts_;          // of each output storage of calls_, in order, at seal()

@@ -4,7 +4,7 @@ NEURON_LAUNCH_BLOCKING=1 nothing is queued, so nothing is fused."""
 import contextlib
 
 from localneuron import _C
-from localneuron.adaptive_eager.fusible_ops import FLOAT32, FUSIBLE_OPS, NUMBERS_FLOAT32
+from localneuron.adaptive_eager.fusible_ops import FLOAT32, FUSIBLE_OPS, MATMULS, NUMBERS_FLOAT32
 from localneuron.runtime.environment import read
 
 
@@ -28,7 +28,8 @@ def configure(enabled: bool) -> None:
 def install() -> None:
     _C.install_fusion(compile_run=_compile_run, ops=list(FUSIBLE_OPS),
                       float32_only=[op for op, rule in FUSIBLE_OPS.items() if rule == FLOAT32],
-                      numbers_float32_only=[op for op, rule in FUSIBLE_OPS.items() if rule == NUMBERS_FLOAT32])
+                      numbers_float32_only=[op for op, rule in FUSIBLE_OPS.items() if rule == NUMBERS_FLOAT32],
+                      matmuls=list(MATMULS))
     configure(read("TORCH_NEURONX_ENABLE_CONCATENATION"))
 
 

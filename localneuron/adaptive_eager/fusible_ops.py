@@ -16,7 +16,14 @@ Whatever the rule, a call with 16-bit float operands and a 0-dim tensor of anoth
 The entries are the op records' `fusible` fields (localneuron/ops/op_records.py, each with its reason where
 it has one); this module derives the tables Adaptive Eager reads from them.
 
-Not here, on purpose: reductions, matmuls, softmax and norms (the generated code associates sums
+MATMULS below join runs another way: TorchNeuron's concatenation engine targets matmul-heavy sequences and merges
+a matmul with the element-wise ops before it into one operator (its tests name them 'mul|pow|aten::mm',
+'silu|aten::linear'). Here an element-wise op after a matmul starts a new segment; a segment holding matmuls is one
+queue entry whose element-wise ops run as they would alone (generated code where this table admits it) and whose
+matmuls run with their own ATen kernels: the same bits as unfused eager on every dtype. The trackers list the segment
+once, as a fused operator (csrc/fusion/fusion.h).
+
+Not here, on purpose: reductions, matmuls (for generated code), softmax and norms (the generated code associates sums
 differently); transcendentals (exp, log, tanh, sigmoid, silu, gelu: the generated vector code and
 ATen's differ in the last bit); sqrt (found 1 ulp apart on float32); integer division (the generated code does not raise on zero); RNG ops
 (the stream of random numbers is the eager one only op by op); maximum and minimum (ATen's own kernel
@@ -34,3 +41,7 @@ FUSIBLE_OPS = {op: f.dtypes for op, f in fusible_overloads().items()}
 # Values the generated code does not reproduce bit for bit: a run with a call that passes another value
 # is not compiled, and runs unfused. op -> (argument, the one value fused)
 ONLY_WITH = {op: f.only_with for op, f in fusible_overloads().items() if f.only_with}
+
+# Matmuls as the op records register them (each runs whole, one op, on the device route): they join runs and close
+# their segment; each runs with its own kernel (csrc/fusion/fusion.cpp run_matmul_segment).
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear")

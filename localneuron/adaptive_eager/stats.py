@@ -53,6 +53,9 @@ def summary() -> dict:
         "ops_per_launch": counters["fused_ops"] / counters["fused_launches"] if counters["fused_launches"] else 0.0,
         "launches_saved": counters["fused_ops"] - counters["fused_launches"],
         "unfused_ops_in_runs": counters["unfused_ops"],
+        # segments holding a matmul: one operator each for the trackers, each matmul run with its own kernel
+        "matmul_runs": counters["matmul_runs"],
+        "matmul_run_ops": counters["matmul_run_ops"],
         "compiles": counters["compiles"],
         "failures": counters["failures"],
         "last_failure": counters["last_failure"],

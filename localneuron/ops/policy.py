@@ -13,7 +13,7 @@ import sys
 import torch
 
 from localneuron import _C
-from localneuron.ops import arguments, downcast, fallback, queueing, support, tracking, whole_ops
+from localneuron.ops import arguments, downcast, fallback, lowering_errors, queueing, support, tracking, whole_ops
 from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
@@ -62,6 +62,7 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
+    lowering_errors.check(op, args, kwargs)  # at the call, before anything is cached or queued
     tracked = tracking.tracked_name(name, schema.overload_name)
     if name not in RUN_ON_HOST:
         _check_host_kernel_exists(tracked)

@@ -99,12 +99,34 @@ def mark_fallback(executable_id: int) -> None:
     _executables[executable_id].kind = FALLBACK
 
 
+def fused_name(executable_ids) -> str:
+    """The name a fused operator (an Adaptive Eager run that ran as one) is tracked under: its ops' tracked names, in
+    order, joined by '|' ("aten::add.Tensor|aten::mm"), as TorchNeuron's trackers list a concatenated op."""
+    return "|".join(_executables[i].name for i in executable_ids)
+
+
 def op_counts() -> dict[str, Counter]:
-    """kind -> Counter(tracked name -> calls) since the last clear_op_tracking()."""
+    """kind -> Counter(tracked name -> calls) since the last clear_op_tracking().
+
+    A fused operator (TORCH_NEURONX_ENABLE_CONCATENATION=1: csrc/fusion/fusion.h) is one op here, under
+    fused_name(), and its ops' calls inside it are not counted again under their own names; so the trackers, the
+    fallback list and the portability report's op table list it as TorchNeuron lists it. The ops' executables keep
+    their own counts (_C.executable_calls()): estimated_device_seconds() and the cost model price each op's work.
+    A run is counted as one op once it has run (ops are counted when issued): read after a synchronisation point, as
+    TorchNeuron's tests read their trackers after .cpu(); before it, the run's ops are still listed one by one."""
     counts: dict[str, Counter] = {NATIVE: Counter(), NATIVE_32BIT: Counter(), FALLBACK: Counter(), VIEW: Counter()}
     for executable_id, calls in _C.executable_calls():
         e = _executables[executable_id]
         counts[e.kind][e.name] += calls
+    for ids, runs in _C.fused_run_calls():
+        for i in ids:
+            e = _executables[i]
+            left = counts[e.kind][e.name] - runs
+            if left > 0:
+                counts[e.kind][e.name] = left
+            else:  # issued before the last clear_op_tracking(), ran after it
+                counts[e.kind].pop(e.name, None)
+        counts[NATIVE][fused_name(ids)] += runs
     return counts
 
 
@@ -139,6 +161,7 @@ def get_fallback_ops() -> list[str]:
 
 def clear_op_tracking() -> None:
     _C.reset_executable_calls()
+    _C.reset_fused_run_calls()
     line_time.clear()  # the time by source line covers the same calls as the per-op counts
     _C.reset_cross_device_errors()
 

@@ -1,5 +1,7 @@
 """Adaptive Eager (TORCH_NEURONX_ENABLE_CONCATENATION=1): runs of queued element-wise ops run as one
-compiled executable, with the same bits as unfused eager, ending where TorchNeuron's runs end."""
+compiled executable, with the same bits as unfused eager, ending where TorchNeuron's runs end; segments with
+matmuls run op by op with each op's kernel, and every fused operator is tracked once under its ops' names
+joined by '|'."""
 import types
 
 import pytest
@@ -10,6 +12,8 @@ from fresh_python import run_python
 from localneuron import _C
 from localneuron.adaptive_eager import engine, native, report, stats
 from localneuron.adaptive_eager.fusible_ops import FUSIBLE_OPS
+from localneuron.ops import tracking
+from localneuron.report import portability
 from localneuron.runtime.environment import BY_NAME, read
 
 pytestmark = pytest.mark.skipif(read("NEURON_LAUNCH_BLOCKING"),
@@ -129,14 +133,14 @@ def test_a_host_read_ends_the_run(fusion):
 def test_an_op_that_is_not_fusible_ends_the_run(fusion):
     dx, dy = torch.randn(4, 4, device="neuron"), torch.randn(4, 4, device="neuron")
 
-    def around_matmul(x, y):
-        return three_ops(three_ops(x, y) @ y, y)
+    def around_exp(x, y):  # exp is not fusible (fusible_ops.py: transcendentals); a matmul now joins runs
+        return three_ops(three_ops(x, y).exp(), y)
 
-    result = warmed(around_matmul, dx, dy)
+    result = warmed(around_exp, dx, dy)
     s = stats.summary()
     assert s["fused_launches"] == 2 and s["fused_ops"] == 6
     x, y = dx.cpu(), dy.cpu()
-    assert torch.equal(result.cpu(), three_ops(three_ops(x, y) @ y, y))
+    assert torch.equal(result.cpu(), three_ops(three_ops(x, y).exp(), y))
 
 
 def test_runs_end_at_the_buffer_size_limit(monkeypatch, fusion):
@@ -494,3 +498,153 @@ def test_a_bad_tuning_value_warns_and_keeps_the_default():
     assert "TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD='many' is not valid" in result.stderr
     assert "Using the default 2" in result.stderr
     assert result.stdout.split()[-2:] == ["ok", "2"]  # the third and fourth runs
+
+
+# Matmuls join runs (TorchNeuron's concatenation engine targets matmul-heavy sequences): a segment is the element-wise
+# ops before its matmuls and those matmuls; its element-wise ops run as they would alone (generated code where it
+# applies), each matmul with its own kernel, and it is tracked as one operator under its ops' tracked names joined by
+# '|' (csrc/fusion/fusion.h, localneuron/ops/tracking.py op_counts).
+
+def relu_of_sum_times(x, w):  # add, relu, mm: one matmul segment
+    return torch.relu(x + x) @ w
+
+
+def native_counts():
+    return dict(tracking.op_counts()[tracking.NATIVE])
+
+
+def tracked_calls(fn, *args, calls=3):
+    """Runs fn `calls` times (after a first call, whose ops learn their outputs synchronously) and reads the
+    trackers after the host read that ends the last run."""
+    fn(*args).cpu()
+    tracking.clear_op_tracking()
+    stats.reset()
+    results = [fn(*args) for _ in range(calls)]
+    host = [r.cpu() for r in results]
+    return host, native_counts(), tracking.get_executed_ops()
+
+
+def test_a_matmul_segment_is_one_op_under_its_ops_names_joined(fusion):
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    dx, dw = x.to("neuron"), w.to("neuron")
+    host, counts, executed = tracked_calls(relu_of_sum_times, dx, dw)
+    joined = "aten::add.Tensor|aten::relu|aten::mm"
+    assert counts[joined] == 3
+    assert joined in executed
+    for op in ("aten::add.Tensor", "aten::relu", "aten::mm"):  # counted inside the fused operator only
+        assert op not in executed
+    s = stats.summary()
+    assert s["matmul_runs"] == 3 and s["matmul_run_ops"] == 9
+    # add and relu run as generated code once their signature compiled (its second sighting), mm with its kernel
+    assert s["fused_launches"] >= 2 and s["fused_ops"] == 2 * s["fused_launches"]
+    with engine.switched(False):
+        unfused = relu_of_sum_times(dx, dw).cpu()
+    for r in host:
+        assert torch.equal(r, unfused)
+        assert torch.equal(r, relu_of_sum_times(x, w))
+
+
+def test_without_fusion_the_same_ops_are_listed_one_by_one():
+    with engine.switched(False):
+        _, counts, executed = tracked_calls(relu_of_sum_times, torch.randn(8, 16, device="neuron"),
+                                            torch.randn(16, 4, device="neuron"))
+    assert not any("|" in op for op in executed)
+    assert counts["aten::mm"] == 3 and counts["aten::relu"] == 3 and counts["aten::add.Tensor"] == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_matmul_segment_gives_the_unfused_bits_on_every_float_dtype(fusion, dtype):
+    x, w, b = torch.randn(8, 32, dtype=dtype), torch.randn(4, 32, dtype=dtype), torch.randn(4, dtype=dtype)
+    dx, dw, db = x.to("neuron"), w.to("neuron"), b.to("neuron")
+
+    def mlp(x, w, b):  # mul (with a number), linear, bmm through matmul: all in segments with matmuls
+        h = torch.nn.functional.linear(x * 0.5, w, b)
+        return torch.matmul(h.unsqueeze(0), h.t().unsqueeze(0)) + 1.0
+
+    host, counts, executed = tracked_calls(mlp, dx, dw, db)
+    assert any("|" in op and "aten::linear" in op for op in executed), executed
+    with engine.switched(False):
+        unfused = mlp(dx, dw, db).cpu()
+    for r in host:
+        assert torch.equal(r, unfused)
+        assert torch.equal(r, mlp(x, w, b))
+
+
+def test_consecutive_matmuls_share_a_segment_and_an_element_wise_op_after_them_starts_the_next(fusion):
+    dx, dw = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+
+    def chain(x, w):
+        return ((x + x) @ w @ w + 1.0) @ w
+
+    host, counts, _ = tracked_calls(chain, dx, dw)
+    assert counts["aten::add.Tensor|aten::mm|aten::mm"] == 3 and counts["aten::add.Tensor|aten::mm"] == 3
+    x, w = dx.cpu(), dw.cpu()
+    assert all(torch.equal(r, chain(x, w)) for r in host)
+
+
+@pytest.mark.parametrize("read", ["cpu", "item"])
+def test_a_host_read_ends_a_matmul_segment(fusion, read):
+    dx, dw = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+
+    def read_between(x, w):
+        a = (x + x) @ w
+        a.cpu() if read == "cpu" else a[0, 0].item()  # the user inspects a: the run ends at the op producing it
+        return torch.relu(a) @ w
+
+    host, counts, executed = tracked_calls(read_between, dx, dw)
+    assert counts["aten::add.Tensor|aten::mm"] == 3 and counts["aten::relu|aten::mm"] == 3
+    assert not any(op.count("aten::mm") > 1 for op in executed if "|" in op), executed
+    x, w = dx.cpu(), dw.cpu()
+    assert all(torch.equal(r, read_between(x, w)) for r in host)
+
+
+def test_deterministic_algorithms_keep_matmuls_unfused(fusion):
+    torch.use_deterministic_algorithms(True)
+    try:
+        _, _, executed = tracked_calls(relu_of_sum_times, torch.randn(8, 16, device="neuron"),
+                                       torch.randn(16, 4, device="neuron"))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert not any("|" in op for op in executed) and "aten::mm" in executed
+    assert stats.summary()["matmul_runs"] == 0
+
+
+def test_the_cost_model_still_prices_each_op_of_a_fused_operator(fusion):
+    _, counts, _ = tracked_calls(relu_of_sum_times, torch.randn(8, 16, device="neuron"),
+                                 torch.randn(16, 4, device="neuron"))
+    assert counts["aten::add.Tensor|aten::relu|aten::mm"] == 3
+    seconds = tracking.estimated_device_seconds()  # each op's work, by its own name
+    assert seconds["aten::mm"] > 0 and seconds["aten::add.Tensor"] > 0 and seconds["aten::relu"] > 0
+    data = portability.collect()
+    assert data["native_ops"]["aten::add.Tensor|aten::relu|aten::mm"] == 3 and "aten::mm" not in data["native_ops"]
+    assert data["estimated_device_seconds_by_op"]["aten::mm"] == seconds["aten::mm"]
+    s = stats.summary()
+    assert s["matmul_runs"] == 3 and s["matmul_run_ops"] == 9
+    assert "3 runs with matmuls ran as one operator each for 9 ops" in "\n".join(report.render(report.collect()))
+
+
+def test_in_blocking_mode_nothing_is_fused_and_values_match_the_cpu():
+    code = ("import torch, localneuron, torch_neuronx\n"
+            "x, w = torch.randn(8, 16), torch.randn(16, 4)\n"
+            "dx, dw = x.to('neuron'), w.to('neuron')\n"
+            "torch_neuronx.clear_op_tracking()\n"
+            "r = [(torch.relu(dx + dx) @ dw).cpu() for _ in range(3)]\n"
+            "assert all(torch.equal(t, torch.relu(x + x) @ w) for t in r)\n"
+            "print('executed', torch_neuronx.get_executed_ops())\n")
+    result = run_python(code, env={"TORCH_NEURONX_ENABLE_CONCATENATION": "1", "NEURON_LAUNCH_BLOCKING": "1"},
+                        timeout=300)
+    assert result.returncode == 0, result.stderr
+    executed = result.stdout.split("executed", 1)[1]
+    assert "aten::mm" in executed and "|" not in executed
+
+
+def test_a_traced_matmul_segment_shows_its_fused_element_wise_ops_and_its_matmul(fusion):
+    dx, dw = torch.randn(8, 16, device="neuron"), torch.randn(16, 4, device="neuron")
+    tracked_calls(relu_of_sum_times, dx, dw)
+    stats.reset()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        relu_of_sum_times(dx, dw).cpu()
+    device = {e.name for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU}
+    # the element-wise ops before the matmul run as generated code (compiled on an earlier sighting), the matmul alone
+    assert {"adaptive_eager_forward", "aten::mm"} <= device and "aten::add" not in device, device
+    assert stats.summary()["matmul_runs"] == 1
