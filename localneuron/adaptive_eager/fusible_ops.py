@@ -33,7 +33,7 @@ overloads (a run's outputs must be new tensors); ops taking tensor lists or devi
 knows single tensors and plain values only).
 """
 
-from localneuron.ops.op_records import ANY, FLOAT32, NUMBERS_FLOAT32, fusible_overloads  # noqa: F401
+from localneuron.ops.op_records import ANY, FLOAT32, NUMBERS_FLOAT32, fusible_overloads, matmul_segment_ops  # noqa: F401
 
 # "aten::name.overload" (or "aten::name" for the default overload) -> its rule
 FUSIBLE_OPS = {op: f.dtypes for op, f in fusible_overloads().items()}
@@ -42,6 +42,6 @@ FUSIBLE_OPS = {op: f.dtypes for op, f in fusible_overloads().items()}
 # is not compiled, and runs unfused. op -> (argument, the one value fused)
 ONLY_WITH = {op: f.only_with for op, f in fusible_overloads().items() if f.only_with}
 
-# Matmuls as the op records register them (each runs whole, one op, on the device route): they join runs and close
-# their segment; each runs with its own kernel (csrc/fusion/fusion.cpp run_matmul_segment).
-MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear")
+# Matmuls (the op records' matmul_segment field; each runs whole, one op, on the device route): they join runs and
+# close their segment; each runs with its own kernel (csrc/fusion/fusion.cpp run_matmul_segment).
+MATMULS = tuple(matmul_segment_ops())

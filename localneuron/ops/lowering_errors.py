@@ -6,8 +6,9 @@ message carries both wordings: TorchNeuron's (as TorchNeuron's own tests match i
 only the wording differs, the error keeps PyTorch's type with both wordings.
 
 Every check here reads shapes, dtypes and list lengths only, which the executor's signature fixes: policy.on_miss runs
-check() for a call before anything is cached or queued, so the error is raised at the call in both execution modes
-(a call that raises caches no executable, so each such call misses and raises again). Errors that depend on values
+check() for a call with its rule (the op records' lowering_error field names each op's check; the foreach scalar-list rule
+covers every _foreach_*.ScalarList overload) before anything is cached or queued, so the error is raised at the call
+in both execution modes (a call that raises caches no executable, so each such call misses and raises again). Errors that depend on values
 (an index out of bounds) are raised where the kernel reads them, with PyTorch's type.
 
 Sources of the wordings: TorchNeuron's, the patterns of its own tests (tests/python_ops: test_index_select,
@@ -53,7 +54,7 @@ def _shape(sizes) -> str:
     return str(tuple(int(s) for s in sizes))
 
 
-def _index_select(a: dict):
+def index_select(a: dict):
     index = a.get("index")
     if isinstance(index, torch.Tensor) and index.dim() <= 1 and index.dtype not in _INDEX_DTYPES:
         message = "index_select(): Expected dtype int32 or int64 for index"
@@ -61,7 +62,7 @@ def _index_select(a: dict):
     return None
 
 
-def _index_select_backward(a: dict):
+def index_select_backward(a: dict):
     index = a.get("index")
     if isinstance(index, torch.Tensor) and index.dtype not in _INDEX_DTYPES:
         return TypeAndRuntimeError(_both(
@@ -71,7 +72,7 @@ def _index_select_backward(a: dict):
     return None
 
 
-def _mm(a: dict):
+def mm(a: dict):
     mat1, mat2 = a.get("self"), a.get("mat2")
     if not isinstance(mat1, torch.Tensor) or not isinstance(mat2, torch.Tensor):
         return None
@@ -96,7 +97,7 @@ def _foreach_scalar_list(a: dict):
     return None
 
 
-def _index_copy(a: dict):
+def index_copy(a: dict):
     """The two shape errors of index_copy's checks, in PyTorch's order; any other error is PyTorch's alone."""
     self, index, source, dim = a.get("self"), a.get("index"), a.get("source"), a.get("dim")
     if not all(isinstance(t, torch.Tensor) for t in (self, index, source)) or not isinstance(dim, int):
@@ -126,22 +127,11 @@ def _index_copy(a: dict):
     return None
 
 
-_CHECKS = {
-    "aten::index_select": _index_select,
-    "aten::index_select_backward": _index_select_backward,
-    "aten::mm": _mm,
-    "aten::index_copy": _index_copy,
-    "aten::index_copy_": _index_copy,
-}
-
-
-def check(op, args, kwargs) -> None:
+def check(rule, op, args, kwargs) -> None:
     """Raises the error TorchNeuron's lowering raises for this call, as both its type and PyTorch's, if it raises one
     that differs from PyTorch's; else nothing (PyTorch's kernel then raises its own error, if any)."""
     schema = op._schema
-    name = schema.name
-    rule = _CHECKS.get(name)
-    if rule is None and name.startswith("aten::_foreach_") and schema.overload_name == "ScalarList":
+    if rule is None and schema.name.startswith("aten::_foreach_") and schema.overload_name == "ScalarList":
         rule = _foreach_scalar_list
     if rule is None:
         return

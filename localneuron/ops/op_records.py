@@ -56,6 +56,9 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               unset: its executable (costmodel/ops.py EXECUTABLE). estimate/trace.py reads it for the op-by-op sum
               (costmodel/ops.eager_issues); tests/profiler/test_price_once.py checks each against what the device
               issues
+    matmul_segment  why it joins an Adaptive Eager run as a matmul (TORCH_NEURONX_ENABLE_CONCATENATION=1): it closes
+              the run's segment and runs with its own kernel (csrc/fusion/fusion.cpp run_matmul_segment;
+              adaptive_eager/fusible_ops.py)
     fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
               (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
               BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
@@ -73,6 +76,8 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               its kind (costmodel/collectives.py) on the bytes of its inputs (INPUTS) or outputs (OUTPUTS)
     collective_result  why its output is its input once the collective that made the input has completed (a
               functional collective's wait, its autograd wrapper): `estimate --script` returns the input as it is
+    lowering_error  the check of TorchNeuron's lowering whose error differs from PyTorch's for a call of this op
+              (ops/lowering_errors.py): run at the call, before anything is cached or queued
     tracked_as  the name TorchNeuron's trackers list its calls under, where the device runs it whole under another:
               the overload of TorchNeuron's own kernel, which its composite kernel calls (ops/tracking.py tracked_name)
     why       the reason, where the entry is special
@@ -91,6 +96,7 @@ from localneuron.ops.decompositions import (
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, fused_rms_norm_backward,
     lazy_clone, mm_dtype, rms_norm, tensor_split_by_tensor,
 )
+from localneuron.ops import lowering_errors
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
 from localneuron.ops.host_kernel_fixes import (
     BATCH_NORM, BATCH_NORM_BACKWARD, CONVOLUTION_BACKWARD, FUSED_SGD, GRID_SAMPLER, HISTC, LOGIT_BACKWARD,
@@ -194,11 +200,13 @@ class Record:
     queued_fallback: str = ""
     reallocating_inplace_view: bool = False
     fusible: tuple[Fuse, ...] = ()
+    matmul_segment: str = ""
     fast: Fast | None = None
     issued: str = ""
     healthy_read: str = ""
     collective: Collective | None = None
     collective_result: str = ""
+    lowering_error: Callable | None = None
     tracked_as: str = ""
     why: str = ""
 
@@ -235,6 +243,8 @@ ANTIALIASED = "antialiased interpolation in image preprocessing"
 ONE_OP = "TorchNeuron registers it and runs it as one op, tracked under its name; its composite kernel would run (and track) its parts"
 IN_PLACE_BY_OUT_KERNEL = ("TorchNeuron runs the in-place form as its out= kernel writing into the tensor (tracked under "
                           "the out= overload); the functional form runs whole")
+CONCATENATED_MATMUL = ("TorchNeuron's concatenation engine targets matmul-heavy sequences and merges the matmuls with "
+                       "the element-wise ops before them into one fused operator")
 FMA = ("ATen computes `a + alpha * b` with one rounding (fused multiply-add), which the generated code does not "
        "reproduce bit for bit for other alphas")
 
@@ -405,7 +415,7 @@ OPS = {
     "aten::add_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
     "aten::addcdiv": Record(NATIVE),
     "aten::addcmul": Record(NATIVE),
-    "aten::addmm": Record(NATIVE, cost=Matmul("addmm")),
+    "aten::addmm": Record(NATIVE, cost=Matmul("addmm"), matmul_segment=CONCATENATED_MATMUL),
     "aten::addmm.dtype": Record(run=decompose(addmm_dtype), why=OUT_DTYPE),
     "aten::addmv": Record(NATIVE),
     "aten::addmv_": Record(NATIVE),
@@ -436,7 +446,7 @@ OPS = {
     "aten::bitwise_or": Record(NATIVE, healthy_read=READS_EITHER),
     "aten::bitwise_right_shift": Record(NATIVE),
     "aten::bitwise_xor": Record(NATIVE, healthy_read=READS_EXACTLY_ONE),
-    "aten::bmm": Record(NATIVE, cost=Matmul("bmm"), fast=Fast(BINARY)),
+    "aten::bmm": Record(NATIVE, cost=Matmul("bmm"), fast=Fast(BINARY), matmul_segment=CONCATENATED_MATMUL),
     "aten::bmm.dtype": Record(run=decompose(bmm_dtype), why=OUT_DTYPE),
     "aten::cat": Record(NATIVE, cost=MOVEMENT),
     "aten::cauchy_": Record(CPU_FALLBACK, why=RNG),
@@ -502,14 +512,14 @@ OPS = {
     "aten::index": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_add": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::index_add_": Record(NATIVE, index_args_64bit_exempt=True),
-    "aten::index_copy": Record(NATIVE, index_args_64bit_exempt=True),
-    "aten::index_copy_": Record(NATIVE, index_args_64bit_exempt=True),
+    "aten::index_copy": Record(NATIVE, index_args_64bit_exempt=True, lowering_error=lowering_errors.index_copy),
+    "aten::index_copy_": Record(NATIVE, index_args_64bit_exempt=True, lowering_error=lowering_errors.index_copy),
     "aten::index_fill": Record(index_args_64bit_exempt=True),
     "aten::index_fill_": Record(index_args_64bit_exempt=True),
     "aten::index_put": Record(index_args_64bit_exempt=True, cost=MOVEMENT),
     "aten::index_put_": Record(index_args_64bit_exempt=True, cost=MOVEMENT),
-    "aten::index_select": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
-    "aten::index_select_backward": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why=ONE_OP + " (zeros, index_add_); it has no autograd kernel of its own, so a double backward of index_select runs its decomposition (whole_ops.py)", cost=MOVEMENT),
+    "aten::index_select": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT, lowering_error=lowering_errors.index_select),
+    "aten::index_select_backward": Record(NATIVE, run=WHOLE, index_args_64bit_exempt=True, why=ONE_OP + " (zeros, index_add_); it has no autograd kernel of its own, so a double backward of index_select runs its decomposition (whole_ops.py)", cost=MOVEMENT, lowering_error=lowering_errors.index_select_backward),
     "aten::isfinite": Record(NATIVE, run=WHOLE, why=ONE_OP + " (abs, eq, mul, ne); a bool result has no gradient", healthy_read=READS_TRUE),
     "aten::isinf": Record(NATIVE, run=WHOLE, why=ONE_OP + " (abs, eq)", healthy_read=READS_FALSE),
     "aten::isnan": Record(NATIVE, healthy_read=READS_FALSE),
@@ -527,7 +537,7 @@ OPS = {
     "aten::linalg_lu_factor_ex": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::linalg_qr": Record(CPU_FALLBACK, why=HOST_ROUTED),
     "aten::linalg_vector_norm": Record(NATIVE, cost=REDUCTION),
-    "aten::linear": Record(NATIVE, run=WHOLE, why=ONE_OP + " (t and addmm, or matmul); its autograd kernel's backward is linear_backward (csrc/aten/linear.cpp)", cost=Matmul("linear")),
+    "aten::linear": Record(NATIVE, run=WHOLE, why=ONE_OP + " (t and addmm, or matmul); its autograd kernel's backward is linear_backward (csrc/aten/linear.cpp)", cost=Matmul("linear"), matmul_segment=CONCATENATED_MATMUL),
     "aten::linear_backward": Record(NATIVE, why="the backward of linear (run whole), a kernel of the device's own (csrc/aten/linear.cpp): PyTorch's only kernel is MKLDNN's", cost=Matmul("linear_backward")),
     "aten::linspace": Record(shape_from_float_or_string="float end points with a tensor step count"),
     "aten::log": Record(NATIVE, cost=SCALAR_PASS),
@@ -556,7 +566,7 @@ OPS = {
     "aten::min": Record(index_args_64bit_exempt=True, cost=REDUCTION),
     "aten::mish": Record(cost=SCALAR_PASS),
     "aten::mish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
-    "aten::mm": Record(NATIVE, cost=Matmul("mm"), fast=Fast(BINARY)),
+    "aten::mm": Record(NATIVE, cost=Matmul("mm"), fast=Fast(BINARY), matmul_segment=CONCATENATED_MATMUL, lowering_error=lowering_errors.mm),
     "aten::mm.dtype": Record(run=decompose(mm_dtype), why=OUT_DTYPE),
     "aten::mode": Record(run=WHOLE_INCLUDING_OUT, index_args_64bit_exempt=True, why="mode.values accepts only CPU, CUDA and XPU tensors"),
     "aten::mse_loss": Record(run=WHOLE, why="its out= decomposition resizes a 0-dim output, which PyTorch warns about"),
@@ -768,6 +778,16 @@ def fusible_overloads() -> dict[str, Fuse]:
     return {f"{op}.{f.overload}" if f.overload else op: f for op, r in OPS.items() for f in r.fusible}
 
 
+def matmul_segment_ops() -> list[str]:
+    """The ops that join Adaptive Eager runs as matmuls (their records' matmul_segment), as C++ receives them."""
+    return [op for op, r in OPS.items() if r.matmul_segment]
+
+
+def lowering_error_checks() -> dict[str, Callable]:
+    """op -> the check of TorchNeuron's lowering for its calls (records' lowering_error)."""
+    return {op: r.lowering_error for op, r in OPS.items() if r.lowering_error is not None}
+
+
 def fast_ops() -> list[tuple[str, str, str, str]]:
     """(op, overload, out overload, form) of each op with an unboxed entry point, as C++ installs them."""
     return [(op, r.fast.overload, r.fast.out, r.fast.form) for op, r in OPS.items() if r.fast is not None]
@@ -796,6 +816,8 @@ def describe(op: str, r: Record) -> str:
             fields.append(name if value is True else f"{name}={value}")
     if r.fusible:
         fields.append(f"fusible={','.join(map(str, r.fusible))}")
+    if r.matmul_segment:
+        fields.append("matmul_segment")
     if r.fast is not None:
         fields.append(f"fast={r.fast}")
     if r.issued:

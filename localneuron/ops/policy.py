@@ -14,7 +14,8 @@ import torch
 
 from localneuron import _C
 from localneuron.ops import arguments, downcast, fallback, lowering_errors, queueing, support, tracking, whole_ops
-from localneuron.ops.op_records import CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED
+from localneuron.ops.op_records import (CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED,
+                                       lowering_error_checks)
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
 from localneuron.runtime import call_sites
@@ -25,6 +26,8 @@ from localneuron._C import Route
 
 FALLBACK_ERROR_VAR = "LOCALNEURON_FALLBACK_ERROR"
 ONLY_UNIMPLEMENTED_VAR = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
+# op -> the check of TorchNeuron's lowering for its calls (the records' lowering_error; ops/lowering_errors.py)
+LOWERING_ERRORS = lowering_error_checks()
 
 _expected_dtypes: dict[int, list] = {}
 _wide_dtypes: dict[int, frozenset] = {}  # executable id -> its 64-bit tensor dtypes (the signature fixes them)
@@ -62,7 +65,7 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
-    lowering_errors.check(op, args, kwargs)  # at the call, before anything is cached or queued
+    lowering_errors.check(LOWERING_ERRORS.get(name), op, args, kwargs)  # at the call, before anything is cached or queued
     tracked = tracking.tracked_name(name, schema.overload_name)
     if name not in RUN_ON_HOST:
         _check_host_kernel_exists(tracked)
