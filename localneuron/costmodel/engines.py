@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from localneuron.costmodel import gemm_efficiency, tiles
+from localneuron.costmodel import gemm_efficiency, moe_blocks, tiles
 from localneuron.costmodel.hardware import Chip
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
@@ -78,8 +78,18 @@ class Conversion(Elementwise):
     the neighbouring instruction converts as it reads or writes, so it costs nothing there."""
 
 
+@dataclass(frozen=True)
+class MoePrefillBlocks:
+    """A prompt's routed experts as the NKI Library's context-encoding MoE kernel runs them, block after block, timed
+    whole by the NKI cycle model (costmodel/moe_blocks.py). Operands: the hidden states (tokens, hidden), the experts'
+    gate/up weights (experts, hidden, 2 x intermediate), their down weights (experts, intermediate, hidden) and the
+    blocks' token positions (blocks x rows of a block)."""
+
+
 REDUCTION, MOVEMENT, FREE, CONVERSION = Reduction(), Movement(), Free(), Conversion(vector=1)
 _rules: dict = {}
+# the kernels the estimate records itself (no aten op, so no op record names them): name -> rule
+_KERNELS = {moe_blocks.OP: MoePrefillBlocks()}
 
 
 def use_rules(rules: dict) -> None:
@@ -90,7 +100,8 @@ def use_rules(rules: dict) -> None:
 
 def rule(name: str):
     """The rule `name` is priced by (None: element-wise VectorE work)."""
-    return _rules.get(name)
+    found = _rules.get(name)
+    return found if found is not None else _KERNELS.get(name)
 
 
 @dataclass
@@ -188,7 +199,20 @@ def _passes(rule) -> list[tuple[str, float]]:
 
 def op_work(chip: Chip, name: str, inputs: list, outputs: list) -> OpWork:
     """Engine time of one op on one logical core of `chip` (LNC physical cores share the work)."""
-    return rule_work(chip, _rules.get(name), inputs, outputs)
+    return rule_work(chip, rule(name), inputs, outputs)
+
+
+def _moe_prefill_blocks(chip: Chip, inputs: list) -> OpWork:
+    """The kernel's time on one logical core (moe_blocks.kernel_seconds), on TensorE's account: the engine its
+    blocks wait on in turn with the DMA queues, which the kernel's time already holds."""
+    _, up, down, positions = inputs[:4]
+    hidden, inner, blocks = up.shape[1], down.shape[1], moe_blocks.blocks_of(positions.numel())
+    seconds = moe_blocks.kernel_seconds(chip.name, chip.lnc, hidden, inner, blocks)
+    if seconds is None:
+        raise ValueError(f"{moe_blocks.OP}: the NKI Library's MoE kernel is not tabled for {chip.name} at LNC={chip.lnc}")
+    work = OpWork(flops=2.0 * blocks * moe_blocks.BLOCK * hidden * 3 * inner)
+    work.engine_s["tensor"] = seconds
+    return work
 
 
 def rule_work(chip: Chip, rule, inputs: list, outputs: list) -> OpWork:
@@ -197,6 +221,8 @@ def rule_work(chip: Chip, rule, inputs: list, outputs: list) -> OpWork:
     work = OpWork()
     if isinstance(rule, (Free, Movement)):
         return work
+    if isinstance(rule, MoePrefillBlocks):
+        return _moe_prefill_blocks(chip, inputs)
     cycles = dict.fromkeys(ENGINES, 0.0)
     gemms = []
     if isinstance(rule, Matmul):

@@ -89,8 +89,8 @@ class GraphOp:
 
 
 def _fuses(name: str) -> bool:
-    """Element-wise, row-wise and data-movement ops join a fused loop; matmuls and attention do not."""
-    return not isinstance(engines.rule(name), (engines.Matmul, engines.Attention))
+    """Element-wise, row-wise and data-movement ops join a fused loop; matmuls, attention and whole kernels do not."""
+    return not isinstance(engines.rule(name), (engines.Matmul, engines.Attention, engines.MoePrefillBlocks))
 
 
 # The dtypes TensorE multiplies as they are, on every generation (source keys as in hardware.py): nc_matmul takes

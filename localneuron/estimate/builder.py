@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from localneuron.costmodel import moe_blocks
 from localneuron.estimate.architecture import Architecture, shard
+from localneuron.estimate.trace import record_kernel
 from localneuron.estimate.collective_markers import (
     column_parallel, enter_parallel_region, leave_parallel_region, vocabulary_parallel_loss,
 )
@@ -55,9 +57,10 @@ def active_experts(arch: Architecture, tokens: int) -> int:
 class Experts(nn.Module):
     """One rank's slice of every expert (1/tp of each expert's hidden units), the router and the shared
     expert. Tokens are gathered per expert, run as one grouped matmul (bmm) over the experts that have
-    tokens, and added back weighted by their router scores. `blocks` (tokens -> (blocks, rows of each) or None;
-    stacks.moe_prefill_blocks): a prompt of a stack that encodes it block by block runs the grouped matmul over
-    those blocks, each its expert's, however few of their rows the routed tokens fill."""
+    tokens, and added back weighted by their router scores. `blocks` (tokens -> (blocks, rows of each, kernel) or
+    None; stacks.moe_prefill_blocks): a prompt of a stack that encodes it block by block runs the grouped matmul over
+    those blocks, each its expert's, however few of their rows the routed tokens fill; with `kernel`, as the NKI
+    Library's MoE kernel runs them, one op timed whole (costmodel/moe_blocks.py)."""
     def __init__(self, arch: Architecture, tp: int, blocks=None):
         super().__init__()
         e = arch.experts
@@ -75,7 +78,17 @@ class Experts(nn.Module):
         per_expert = math.ceil(tokens * k / active)
         blocked = self.blocks(tokens) if self.blocks is not None else None
         if blocked:
-            active, per_expert = blocked
+            active, per_expert, kernel = blocked
+            if kernel:
+                # the NKI Library's context-encoding MoE kernel, block after block (costmodel/moe_blocks.py): its
+                # token positions (per_expert rows a block) and each block's expert; the output it accumulates into
+                positions = torch.zeros(active * per_expert, dtype=torch.int32, device=x.device)
+                experts = torch.zeros(active, 1, dtype=torch.int32, device=x.device)
+                combined = torch.zeros_like(flat)
+                record_kernel(moe_blocks.OP, [flat, self.up, self.down, positions, experts], [combined])
+                if self.shared is not None:
+                    combined = combined + self.shared.inner_forward(flat)
+                return combined.view_as(x)
         # where each routed copy of a token goes (which token, which expert): the shapes are what counts
         slots = torch.zeros(active * per_expert, dtype=torch.int32, device=x.device)
         which = torch.zeros(active, dtype=torch.int32, device=x.device)

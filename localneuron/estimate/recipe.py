@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from localneuron.costmodel import stacks
+from localneuron.costmodel import moe_blocks as moe_block_kernel, stacks
 from localneuron.estimate.architecture import Architecture, shard
 from localneuron.estimate.builder import EmbeddingShard, HeadShard, LayerShard
 from localneuron.estimate.layout import Layout
@@ -110,9 +110,15 @@ def inference_stack(arch: Architecture, layout: Layout, request: Request, new_to
         past = (cache, cache.clone())
     moe_blocks = None
     if arch.experts and not context:
-        # a prompt's MoE layers as the stack encodes them (stacks.moe_prefill_blocks)
+        # a prompt's MoE layers as the stack encodes them (stacks.moe_prefill_blocks); on a chip the NKI Library's
+        # MoE kernel is written for, at sizes and in the dtype it takes (bf16 weights), as that kernel runs them
+        inner = shard(arch.experts.intermediate, tp)
+        kernel = (dtype == torch.bfloat16 and not request.weights and moe_block_kernel.runs(arch.hidden, inner)
+                  and moe_block_kernel.kernel_seconds(chip.name, chip.lnc, arch.hidden, inner, 1) is not None)
+
         def moe_blocks(routed_tokens):
-            return stacks.moe_prefill_blocks(chip.stack, routed_tokens, arch.experts.count, arch.experts.per_token)
+            blocked = stacks.moe_prefill_blocks(chip.stack, routed_tokens, arch.experts.count, arch.experts.per_token)
+            return blocked and (*blocked, kernel)
     kinds = []
     for kind, count in arch.kinds.items():
         layer = _build(LayerShard, arch, tp, sequence_parallel, "none", moe=kind == "moe", moe_blocks=moe_blocks,

@@ -141,24 +141,36 @@ class NkiTensor:
     def ap(self, pattern, offset=0, dtype=None, scalar_offset=None, vector_offset=None, indirect_dim=None):
         """Raw access pattern: `pattern` is [[stride, count], ...] in elements, from this view's start.
 
-        scalar_offset (a register or a one-element tile, read now) moves the view by that many steps of
-        dimension `indirect_dim` (dynamic addressing); dtype must be the tensor's own (the simulator keeps
+        scalar_offset (a register or a one-element tile, read now) moves the view by that many steps of this
+        tensor's dimension `indirect_dim` (dynamic addressing; 0 unless named); vector_offset (per-partition
+        indices, an indirect DMA) is costed in timing-only runs as the direct pattern; dtype must be the tensor's own (the simulator keeps
         values, not raw bits, so a reinterpreting view has nothing to show)."""
         if dtype is not None and dtype != self.dtype:
             raise NkiUsageError(f"ap(dtype={dtype}) on {self.name!r} ({self.dtype}): reinterpreting an access "
                                 f"pattern as another dtype is not simulated; use the tensor's own dtype")
-        if vector_offset is not None:
-            raise NkiUsageError(f"ap(vector_offset=...) on {self.name!r}: indirect (per-index) DMA addressing is "
-                                f"not simulated; gather with nisa.nc_n_gather / local_gather or per-index copies")
         strides = tuple(int(p[0]) for p in pattern)
         shape = tuple(int(p[1]) for p in pattern)
+        if vector_offset is not None:
+            # A timing-only run (no values) costs an indirect DMA as the direct one of the same pattern: the
+            # same rows of the same contiguous length, each row at an index the run does not know.
+            if self.storage.data is not None or (isinstance(vector_offset, NkiTensor)
+                                                 and vector_offset.storage.data is not None):
+                raise NkiUsageError(f"ap(vector_offset=...) on {self.name!r}: indirect (per-index) DMA addressing "
+                                    f"is simulated in timing-only runs (nki.benchmark(numerics=False)) only; gather "
+                                    f"with nisa.nc_n_gather / local_gather or per-index copies")
+            if not 0 <= int(indirect_dim or 0) < self.ndim:   # a dimension of this tensor, 0 unless named
+                raise NkiUsageError(f"ap(vector_offset=...): indirect_dim {indirect_dim!r} is not a dimension of "
+                                    f"{self.name!r} (0..{self.ndim - 1})")
         if scalar_offset is not None:
-            if indirect_dim is None or not 0 <= int(indirect_dim) < len(strides):
-                raise NkiUsageError(f"ap(scalar_offset=...) needs indirect_dim, the pattern dimension it moves "
-                                    f"(0..{len(strides) - 1}), got {indirect_dim!r}")
+            # indirect_dim names a dimension of this tensor (NKI's indirect access pattern indexes a physical
+            # dimension of the base tensor; the NKI Library's TensorView._dynamic_select), 0 unless named
+            dim = int(indirect_dim or 0)
+            if not 0 <= dim < self.ndim:
+                raise NkiUsageError(f"ap(scalar_offset=...): indirect_dim {indirect_dim!r} is not a dimension of "
+                                    f"{self.name!r} (0..{self.ndim - 1})")
             steps = scalar_offset if not isinstance(scalar_offset, NkiTensor) else \
                 np.asarray(scalar_offset.read()).reshape(-1)[0] if scalar_offset.storage.data is not None else 0
-            offset = int(offset) + int(steps) * strides[int(indirect_dim)]
+            offset = int(offset) + int(steps) * self.strides[dim]
         view = NkiTensor(self.storage, self.offset + int(offset), shape, strides)
         last = view.offset + sum((n - 1) * s for n, s in zip(shape, strides))
         if view.offset < 0 or last >= math.prod(self.storage.shape):

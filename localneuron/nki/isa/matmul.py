@@ -63,7 +63,11 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     m, n = stationary.free_size, moving.free_size
     require(m <= run.target.pe_array,
             f"{op}: stationary free size is {m}, exceeding gemm_stationary_fmax={run.target.pe_array}")
-    _psum_dst_dtype(op, run, dst)
+    if is_transpose:   # a pass-through transpose (moving is the identity) writes the data's own dtype, as nc_transpose
+        require(dst.dtype.name == "float32" or dst.dtype is stationary.dtype,
+                f"{op}: is_transpose dst dtype {dst.dtype} must be float32 or match stationary ({stationary.dtype})")
+    else:
+        _psum_dst_dtype(op, run, dst)
     moving_limit = (run.target.gemm_moving_fmax_bf16_dst if dst.dtype.name == "bfloat16"
                     else run.target.gemm_moving_fmax_fp32_dst)
     require(n <= moving_limit,
