@@ -181,7 +181,9 @@ VARIABLES = (
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
              "runs when it is issued, so errors are raised at the op (for debugging)"),
     Variable("TORCH_NEURONX_ENABLE_CONCATENATION", flag, "0",
-             "1: Adaptive Eager fuses runs of queued element-wise ops into one compiled executable"),
+             "1: Adaptive Eager fuses runs of queued ops into one operator, tracked under their names joined by '|': "
+             "element-wise ops into one compiled executable, matmuls (mm, addmm, bmm, linear) with the element-wise "
+             "ops before them"),
     Variable("TORCH_NEURONX_CONCATENATION_QUEUE_LOW_THRESHOLD", integer(1, 1 << 16), "2",
              "Adaptive Eager: runs of fewer ops stay unfused (a bad value warns and keeps the default)", lenient=True),
     Variable("TORCH_NEURONX_CONCATENATION_BUFFER_SIZE_LIMIT", integer(1, 1 << 16), "64",
