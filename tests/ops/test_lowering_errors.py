@@ -214,3 +214,25 @@ def test_only_aten_index_out_of_bounds_takes_the_class_that_is_both():
     assert type(error) is both and str(error) == WORDS
     other = IndexError("index out of range in self")
     assert lowering_errors.kernel_error("aten::embedding", other) is other
+
+
+def test_several_held_failures_take_the_class_of_the_first_as_blocking_mode_would_end_with_it():
+    code = ("import torch, localneuron\n"
+            "x = torch.arange(16.0).reshape(4, 4).to('neuron')\n"
+            "ok, bad = torch.tensor([1, 2], device='neuron'), torch.tensor([1, 15], device='neuron')\n"
+            "x[ok, :].cpu(); x[ok] = 1.0; x.cpu()  # both signatures learnt: later calls are queued\n"
+            "for order in ('put-first', 'index-first'):\n"
+            "    if order == 'put-first':\n"
+            "        x[bad] = 1.0; y = x[bad, :]\n"
+            "    else:\n"
+            "        y = x[bad, :]; x[bad] = 1.0\n"
+            "    try:\n"
+            "        torch.neuron.synchronize()\n"
+            "    except Exception as e:\n"
+            "        print(order, type(e).__name__, isinstance(e, IndexError), isinstance(e, RuntimeError),\n"
+            "              '2 queued ops failed' in str(e))\n")
+    result = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "0"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().split("\n") == [
+        "put-first RuntimeError False True True",  # index_put_'s IndexError is PyTorch's alone: held as RuntimeError
+        "index-first IndexAndRuntimeError True True True"]
