@@ -1,5 +1,7 @@
 """Errors TorchNeuron's lowering raises with another type or wording than PyTorch's
-(localneuron/ops/lowering_errors.py): raised at the call, before anything is queued, as an instance of both types, with both wordings, in both modes."""
+(localneuron/ops/lowering_errors.py): raised at the call, before anything is queued, as an instance of both types, with both wordings, in both modes;
+and aten::index's index out of bounds, a value check of its kernel, as IndexError and RuntimeError at the call in
+blocking mode and, held, at the synchronisation point in the asynchronous mode."""
 import re
 
 import pytest
