@@ -3,6 +3,8 @@
 #include "runtime/device_state.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
+#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +21,11 @@ struct Failure {
   SourceLine source;
   uint64_t issuer;
   std::vector<uint64_t> raised_in;  // the threads it was raised in
+  // What the Python class of the raised error is decided from (type_of_first_failure): the op's name ("aten::mm"),
+  // whether the kernel's error was an IndexError (c10::IndexError), and the kernel's message.
+  std::string op;
+  bool index_error = false;
+  std::string message;
 };
 
 struct DeviceFailures {
@@ -40,6 +47,28 @@ std::string describe(const Failure& f, uint64_t reader) {
   return f.what + ";" + source_text(f.source) + (f.issuer != reader ? " in another thread" : "");
 }
 
+// The Python class to raise `f` as, when it is the first failure a synchronisation point raises; nullptr: the
+// RuntimeError every held failure is raised as. The class is the one the same program gets at the op in blocking mode
+// (where the first failure is the exception it ends with): localneuron.ops.lowering_errors decides, in one place for
+// both modes, which kernel errors TorchNeuron raises with another type (an index out of bounds in aten::index, as
+// an instance of both IndexError and RuntimeError). Every class it gives derives from RuntimeError, so code that
+// catches a held failure as RuntimeError still does. Called with the GIL held; a new reference.
+PyObject* type_of_first_failure(const Failure& f) {
+  if (!f.index_error) return nullptr;  // the only kernel errors with another type are IndexErrors
+  PyObject* module = PyImport_ImportModule("localneuron.ops.lowering_errors");
+  PyObject* type = module ? PyObject_CallMethod(module, "held_error_type", "sss", f.op.c_str(), "IndexError",
+                                                f.message.c_str())
+                          : nullptr;
+  Py_XDECREF(module);
+  if (type == nullptr || type == Py_None || !PyExceptionClass_Check(type) ||
+      !PyObject_IsSubclass(type, PyExc_RuntimeError)) {
+    PyErr_Clear();  // no class, or none that is a RuntimeError: the held failure's own RuntimeError
+    Py_XDECREF(type);
+    return nullptr;
+  }
+  return type;
+}
+
 const char* const kWhy =
     "Ops are asynchronous, so this surfaces at the next synchronisation point; later work that used the results saw "
     "unspecified values. The device remains usable. Run with NEURON_LAUNCH_BLOCKING=1 to raise at the op itself.";
@@ -54,8 +83,11 @@ uint64_t current_thread_id() {
 void hold_failure(c10::DeviceIndex device, const std::string& description, const SourceLine& source, uint64_t issuer,
                   const std::exception& error) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-  Failure failure{description + " failed: " + (c10_error ? c10_error->what_without_backtrace() : error.what()), source,
-                  issuer, {}};
+  std::string message = c10_error ? c10_error->what_without_backtrace() : error.what();
+  Failure failure{description + " failed: " + message, source, issuer, {}};
+  failure.op = description.substr(0, description.find('('));
+  failure.index_error = dynamic_cast<const c10::IndexError*>(&error) != nullptr;
+  failure.message = std::move(message);
   DeviceFailures& d = g_failures[device];
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.held.size() >= kMaxHeldFailures) {
@@ -83,7 +115,8 @@ void raise_held_failures(c10::DeviceIndex device) {
         ++it;
         continue;
       }
-      told.push_back({it->what, it->source, it->issuer, {}});
+      told.push_back(*it);
+      told.back().raised_in.clear();
       if (it->issuer == me) {
         it = d.held.erase(it);  // handled: its issuer is told
       } else {
@@ -107,9 +140,20 @@ void raise_held_failures(c10::DeviceIndex device) {
     message += std::to_string(not_kept) + " further failed ops were not kept (more than " +
                std::to_string(kMaxHeldFailures) + " held at once). ";
   }
-  TORCH_CHECK(false, message, kWhy,
-              " A failure is raised once in each thread that synchronises, until the thread that issued it has "
-              "been told.");
+  message += kWhy;
+  message += " A failure is raised once in each thread that synchronises, until the thread that issued it has been "
+             "told.";
+  if (Py_IsInitialized() && !_Py_IsFinalizing()) {
+    pybind11::gil_scoped_acquire gil;
+    if (PyObject* type = type_of_first_failure(told[0])) {
+      PyErr_SetString(type, message.c_str());
+      Py_DECREF(type);
+      python_error error;  // torch/csrc/Exceptions.h (global namespace)
+      error.persist();  // takes the Python error set above; torch's bindings restore it where they catch this
+      throw error;
+    }
+  }
+  TORCH_CHECK(false, message);
 }
 
 std::vector<std::string> take_unreported_failures() {

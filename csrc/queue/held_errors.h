@@ -7,7 +7,9 @@
 // - A synchronisation point of a device in a thread (torch.neuron.synchronize(), a stream's or an event's
 //   synchronize(), a host read of any tensor of the device, an op that waits for the device's queue) raises
 //   every held failure of that device the thread has not raised yet, all in one RuntimeError, in the order they
-//   happened. A failure is raised at most once in each thread.
+//   happened. A failure is raised at most once in each thread. Its Python class is the first failure's class in
+//   blocking mode where TorchNeuron's kernel gives it another type (localneuron/ops/lowering_errors.py: an index out
+//   of bounds in aten::index, IndexAndRuntimeError); every such class derives from RuntimeError.
 // - A failure is handled, and forgotten, once it has been raised in the thread that issued the failed op: that
 //   thread now knows that what it issued since is unspecified, as a CUDA context reset tells a program. Until
 //   then every other thread that synchronises is told too (it may have read the failed op's results). If the

@@ -122,12 +122,18 @@ std::string describe_value(const c10::IValue& v) {
   };
   if (v.isTensor()) {
     tensor(v.toTensor());
-  } else if (v.isTensorList()) {
+  } else if (v.isTensorList() || v.isList()) {  // a list of tensors, or of optional tensors (aten::index's indices)
     out << "[";
     bool first = true;
     for (const c10::IValue& e : v.toListRef()) {
       out << (first ? "" : ", ");
-      tensor(e.toTensor());
+      if (e.isTensor()) {
+        tensor(e.toTensor());
+      } else if (e.isNone()) {
+        out << "None";
+      } else {
+        out << e;
+      }
       first = false;
     }
     out << "]";

@@ -78,6 +78,10 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               functional collective's wait, its autograd wrapper): `estimate --script` returns the input as it is
     lowering_error  the check of TorchNeuron's lowering whose error differs from PyTorch's for a call of this op
               (ops/lowering_errors.py): run at the call, before anything is cached or queued
+    kernel_error  the rule for a value check of this op's kernel whose error TorchNeuron raises with another type than
+              PyTorch's (ops/lowering_errors.py): (error type name, message) -> the class to raise it as, or None;
+              applied at the call (policy.on_device_failure) and at the synchronisation point that raises it held
+              (csrc/queue/held_errors.cpp)
     tracked_as  the name TorchNeuron's trackers list its calls under, where the device runs it whole under another:
               the overload of TorchNeuron's own kernel, which its composite kernel calls (ops/tracking.py tracked_name)
     why       the reason, where the entry is special
@@ -207,6 +211,7 @@ class Record:
     collective: Collective | None = None
     collective_result: str = ""
     lowering_error: Callable | None = None
+    kernel_error: Callable | None = None
     tracked_as: str = ""
     why: str = ""
 
@@ -509,7 +514,7 @@ OPS = {
     "aten::hardswish_backward": Record(cost=DERIVATIVE_TIMES_GRADIENT),
     "aten::histc": Record(NATIVE, quirk=HISTC),
     "aten::i0": Record(why=FLOAT32_RANGE),
-    "aten::index": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT),
+    "aten::index": Record(NATIVE, index_args_64bit_exempt=True, cost=MOVEMENT, kernel_error=lowering_errors.index_out_of_bounds),
     "aten::index_add": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::index_add_": Record(NATIVE, index_args_64bit_exempt=True),
     "aten::index_copy": Record(NATIVE, index_args_64bit_exempt=True, lowering_error=lowering_errors.index_copy),

@@ -224,7 +224,13 @@ def on_device_failure(executable_id, op, args, kwargs, message):
             f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute on "
             f"Neuron (last implementation: localneuron device executor). Details: {message}. "
             f"Args: [{_describe(args, {})}]. Kwargs: {sorted(kwargs)}")
-    result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
+    try:
+        result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
+    except IndexError as error:  # an error TorchNeuron's kernel raises as another type too (lowering_errors)
+        raised = lowering_errors.kernel_error(e.op, error)
+        if raised is error:
+            raise
+        raise raised.with_traceback(error.__traceback__) from None
     call_sites.record(call_sites.CPU_FALLBACK, name)
     tracking.mark_fallback(executable_id)
     _warn_fallback(name)

@@ -1,5 +1,7 @@
 """Errors TorchNeuron's lowering raises with another type or wording than PyTorch's
-(localneuron/ops/lowering_errors.py): raised at the call, before anything is queued, as an instance of both types, with both wordings, in both modes."""
+(localneuron/ops/lowering_errors.py): raised at the call, before anything is queued, as an instance of both types, with both wordings, in both modes;
+and aten::index's index out of bounds, a value check of its kernel, as IndexError and RuntimeError at the call in
+blocking mode and, held, at the synchronisation point in the asynchronous mode."""
 import re
 
 import pytest
@@ -130,3 +132,109 @@ def test_blocking_mode_raises_the_same_at_the_call():
     result = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "1"}, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[-3:-1] == ["ValueAndRuntimeError True True", "TypeAndRuntimeError True True"]
+
+
+# An index out of bounds in advanced indexing: a value check of the device kernel, which TorchNeuron reports as
+# RuntimeError and PyTorch as IndexError with the same words (TorchNeuron's test_index.py matches
+# "index .* is out of bounds for dimension 0 with size 4"). Raised as both, at the call in blocking mode, at the
+# synchronisation point in the asynchronous mode (held with the line that issued it), in a fresh process per mode so
+# that the first call of the signature and a later one, queued once a valid call has taught the signature's outputs,
+# are both seen.
+OUT_OF_BOUNDS_SCRIPT = """
+import torch, localneuron
+from localneuron.ops.lowering_errors import IndexAndRuntimeError
+
+def report(where, e):
+    print(where, type(e).__name__, isinstance(e, IndexError), isinstance(e, RuntimeError), repr(str(e)))
+
+x = torch.arange(16.0).reshape(4, 4).to("neuron")
+for attempt, last in (("first", 15), ("valid", 2), ("cached", 15)):
+    row_idx = torch.tensor([1, last], device="neuron")
+    try:
+        y = x[row_idx, :]  # ISSUING LINE
+    except Exception as e:
+        report(attempt + " at-call", e)
+        continue
+    print(attempt, "queued", y.cpu()[:, 0].tolist() if attempt == "valid" else "")
+    try:
+        torch.neuron.synchronize()
+    except Exception as e:
+        report(attempt + " at-sync", e)
+    torch.neuron.synchronize()  # raised once: nothing more
+print("later", (x + 1)[0].cpu().tolist(), x[torch.tensor([3, 0], device="neuron"), :].cpu()[:, 0].tolist())
+try:
+    x[torch.tensor([1, 15], device="neuron")] = 1.0  # index_put_: PyTorch's IndexError alone (the rule is aten::index's)
+    torch.neuron.synchronize()
+except Exception as e:
+    report("index_put", e)
+"""
+ISSUING_LINE = next(n for n, line in enumerate(OUT_OF_BOUNDS_SCRIPT.split("\n"), 1) if "ISSUING LINE" in line)
+WORDS = "index 15 is out of bounds for dimension 0 with size 4"
+
+
+def run_out_of_bounds(blocking: bool) -> list:
+    result = run_python(OUT_OF_BOUNDS_SCRIPT, env={"NEURON_LAUNCH_BLOCKING": "1" if blocking else "0"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return [line.strip().split(" ", 5) for line in result.stdout.strip().split("\n")]
+
+
+def test_an_index_out_of_bounds_is_both_types_at_the_call_in_blocking_mode():
+    lines = run_out_of_bounds(blocking=True)
+    for attempt, line in zip(("first", "cached"), (lines[0], lines[2])):
+        assert line[:5] == [attempt, "at-call", "IndexAndRuntimeError", "True", "True"]
+        assert eval(line[5]) == WORDS  # PyTorch's words, which are TorchNeuron's (its test matches them)
+    assert lines[1] == ["valid", "queued", "[4.0,", "8.0]"]
+    assert lines[3] == ["later", "[1.0,", "2.0,", "3.0,", "4.0]", "[12.0, 0.0]"]
+    assert lines[4][:4] == ["index_put", "IndexError", "True", "False"]  # PyTorch's IndexError alone
+
+
+def test_an_index_out_of_bounds_is_held_and_raised_as_both_types_at_synchronize_in_async_mode():
+    lines = run_out_of_bounds(blocking=False)
+    # a signature's first call runs at the call (its outputs are learnt): raised there, as in blocking mode
+    assert lines[0][:5] == ["first", "at-call", "IndexAndRuntimeError", "True", "True"]
+    assert eval(lines[0][5]) == WORDS
+    assert lines[1] == ["valid", "queued", "[4.0,", "8.0]"]
+    # a later call is queued: the call returns, synchronize() raises the held failure, naming the issuing line
+    assert lines[2] == ["cached", "queued"]
+    assert lines[3][:5] == ["cached", "at-sync", "IndexAndRuntimeError", "True", "True"]
+    message = eval(lines[3][5])
+    assert re.search(r"index .* is out of bounds for dimension 0 with size 4", message)  # TorchNeuron's test's regex
+    assert "queued work aten::index(Float[4, 4], [Long[2]]) failed: " + WORDS in message
+    assert re.search(rf"enqueued at <string>:{ISSUING_LINE}\b", message)
+    assert lines[4] == ["later", "[1.0,", "2.0,", "3.0,", "4.0]", "[12.0, 0.0]"]  # the device stays usable
+    assert lines[5][:4] == ["index_put", "IndexError", "True", "False"]
+
+
+def test_only_aten_index_out_of_bounds_takes_the_class_that_is_both():
+    both = lowering_errors.IndexAndRuntimeError
+    assert issubclass(both, IndexError) and issubclass(both, RuntimeError)
+    assert lowering_errors.held_error_type("aten::index", "IndexError", WORDS) is both
+    assert lowering_errors.held_error_type("aten::index_put_", "IndexError", WORDS) is None
+    assert lowering_errors.held_error_type("aten::index", "IndexError", "Dimension out of range (expected ...)") is None
+    assert lowering_errors.held_error_type("aten::index", "RuntimeError", WORDS) is None
+    error = lowering_errors.kernel_error("aten::index", IndexError(WORDS))
+    assert type(error) is both and str(error) == WORDS
+    other = IndexError("index out of range in self")
+    assert lowering_errors.kernel_error("aten::embedding", other) is other
+
+
+def test_several_held_failures_take_the_class_of_the_first_as_blocking_mode_would_end_with_it():
+    code = ("import torch, localneuron\n"
+            "x = torch.arange(16.0).reshape(4, 4).to('neuron')\n"
+            "ok, bad = torch.tensor([1, 2], device='neuron'), torch.tensor([1, 15], device='neuron')\n"
+            "x[ok, :].cpu(); x[ok] = 1.0; x.cpu()  # both signatures learnt: later calls are queued\n"
+            "for order in ('put-first', 'index-first'):\n"
+            "    if order == 'put-first':\n"
+            "        x[bad] = 1.0; y = x[bad, :]\n"
+            "    else:\n"
+            "        y = x[bad, :]; x[bad] = 1.0\n"
+            "    try:\n"
+            "        torch.neuron.synchronize()\n"
+            "    except Exception as e:\n"
+            "        print(order, type(e).__name__, isinstance(e, IndexError), isinstance(e, RuntimeError),\n"
+            "              '2 queued ops failed' in str(e))\n")
+    result = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "0"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().split("\n") == [
+        "put-first RuntimeError False True True",  # index_put_'s IndexError is PyTorch's alone: held as RuntimeError
+        "index-first IndexAndRuntimeError True True True"]
