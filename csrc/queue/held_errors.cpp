@@ -49,13 +49,13 @@ std::string describe(const Failure& f, uint64_t reader) {
 
 // The Python class to raise `f` as, when it is the first failure a synchronisation point raises; nullptr: the
 // RuntimeError every held failure is raised as. The class is the one the same program gets at the op in blocking mode
-// (where the first failure is the exception it ends with): localneuron.ops.lowering_errors decides, in one place for
-// both modes, which kernel errors TorchNeuron raises with another type (an index out of bounds in aten::index, as
+// (where the first failure is the exception it ends with): localneuron.ops.policy.held_error_type decides, by the op
+// records' kernel_error rules, in one place for both modes, which kernel errors TorchNeuron raises with another type (an index out of bounds in aten::index, as
 // an instance of both IndexError and RuntimeError). Every class it gives derives from RuntimeError, so code that
 // catches a held failure as RuntimeError still does. Called with the GIL held; a new reference.
 PyObject* type_of_first_failure(const Failure& f) {
   if (!f.index_error) return nullptr;  // the only kernel errors with another type are IndexErrors
-  PyObject* module = PyImport_ImportModule("localneuron.ops.lowering_errors");
+  PyObject* module = PyImport_ImportModule("localneuron.ops.policy");
   PyObject* type = module ? PyObject_CallMethod(module, "held_error_type", "sss", f.op.c_str(), "IndexError",
                                                 f.message.c_str())
                           : nullptr;

@@ -168,23 +168,3 @@ def index_out_of_bounds(kernel_error_type: str, message: str):
     if kernel_error_type == "IndexError" and _OUT_OF_BOUNDS.search(message):
         return IndexAndRuntimeError
     return None
-
-
-def held_error_type(op_name: str, kernel_error_type: str, message: str):
-    """The class the error `message` of type `kernel_error_type` ("IndexError"), which the kernel of `op_name`
-    ("aten::index") raised, is raised as, by the op record's kernel_error rule; None: the type it has (at the call)
-    or RuntimeError (held: csrc/queue/held_errors.cpp asks for the first failure a synchronisation point raises)."""
-    from localneuron.ops.op_records import OPS  # the records import this module
-
-    record = OPS.get(op_name)
-    rule = record.kernel_error if record is not None else None
-    return rule(kernel_error_type, message) if rule is not None else None
-
-
-def kernel_error(op_name: str, error: BaseException) -> BaseException:
-    """The error raised at the call for `error`, which the op's kernel raised: as the class held_error_type() gives
-    (same message), else `error` itself."""
-    if not isinstance(error, IndexError) or isinstance(error, RuntimeError):
-        return error  # the only rule is for an IndexError
-    cls = held_error_type(op_name, "IndexError", str(error))
-    return cls(str(error)) if cls is not None else error

@@ -14,7 +14,7 @@ import torch
 
 from localneuron import _C
 from localneuron.ops import arguments, downcast, fallback, lowering_errors, queueing, support, tracking, whole_ops
-from localneuron.ops.op_records import (CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, RUN_ON_HOST, UNSUPPORTED,
+from localneuron.ops.op_records import (CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_OPS, OPS, RUN_ON_HOST, UNSUPPORTED,
                                        lowering_error_checks)
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
@@ -227,7 +227,7 @@ def on_device_failure(executable_id, op, args, kwargs, message):
     try:
         result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
     except IndexError as error:  # an error TorchNeuron's kernel raises as another type too (lowering_errors)
-        raised = lowering_errors.kernel_error(e.op, error)
+        raised = kernel_error(e.op, error)
         if raised is error:
             raise
         raise raised.with_traceback(error.__traceback__) from None
@@ -235,3 +235,21 @@ def on_device_failure(executable_id, op, args, kwargs, message):
     tracking.mark_fallback(executable_id)
     _warn_fallback(name)
     return result
+
+
+def held_error_type(op_name: str, kernel_error_type: str, message: str):
+    """The class the error `message` of type `kernel_error_type` ("IndexError"), which the kernel of `op_name`
+    ("aten::index") raised, is raised as, by the op record's kernel_error rule; None: the type it has (at the call)
+    or RuntimeError (held: csrc/queue/held_errors.cpp asks for the first failure a synchronisation point raises)."""
+    record = OPS.get(op_name)
+    rule = record.kernel_error if record is not None else None
+    return rule(kernel_error_type, message) if rule is not None else None
+
+
+def kernel_error(op_name: str, error: BaseException) -> BaseException:
+    """The error raised at the call for `error`, which the op's kernel raised: as the class held_error_type() gives
+    (same message), else `error` itself."""
+    if not isinstance(error, IndexError) or isinstance(error, RuntimeError):
+        return error  # the only rule is for an IndexError
+    cls = held_error_type(op_name, "IndexError", str(error))
+    return cls(str(error)) if cls is not None else error

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fresh_python import run_python
-from localneuron.ops import lowering_errors
+from localneuron.ops import lowering_errors, policy
 
 
 def neuron(t):
@@ -208,14 +208,14 @@ def test_an_index_out_of_bounds_is_held_and_raised_as_both_types_at_synchronize_
 def test_only_aten_index_out_of_bounds_takes_the_class_that_is_both():
     both = lowering_errors.IndexAndRuntimeError
     assert issubclass(both, IndexError) and issubclass(both, RuntimeError)
-    assert lowering_errors.held_error_type("aten::index", "IndexError", WORDS) is both
-    assert lowering_errors.held_error_type("aten::index_put_", "IndexError", WORDS) is None
-    assert lowering_errors.held_error_type("aten::index", "IndexError", "Dimension out of range (expected ...)") is None
-    assert lowering_errors.held_error_type("aten::index", "RuntimeError", WORDS) is None
-    error = lowering_errors.kernel_error("aten::index", IndexError(WORDS))
+    assert policy.held_error_type("aten::index", "IndexError", WORDS) is both
+    assert policy.held_error_type("aten::index_put_", "IndexError", WORDS) is None
+    assert policy.held_error_type("aten::index", "IndexError", "Dimension out of range (expected ...)") is None
+    assert policy.held_error_type("aten::index", "RuntimeError", WORDS) is None
+    error = policy.kernel_error("aten::index", IndexError(WORDS))
     assert type(error) is both and str(error) == WORDS
     other = IndexError("index out of range in self")
-    assert lowering_errors.kernel_error("aten::embedding", other) is other
+    assert policy.kernel_error("aten::embedding", other) is other
 
 
 def test_several_held_failures_take_the_class_of_the_first_as_blocking_mode_would_end_with_it():
