@@ -59,11 +59,16 @@ bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stac
     if (alias == nullptr || !alias->isWrite() || !written.isTensor()) continue;
     const at::Tensor& out = written.toTensor();
     if (!out.defined()) continue;
-    if (at::has_internal_overlap(out) == at::MemOverlap::Yes) return true;
+    // A contiguous tensor has no internal overlap, and tensors whose storages are not aliases cannot overlap
+    // partly: both are cheap to see, and rule out the full checks for almost every call (this runs on every
+    // in-place call).
+    if (!out.is_contiguous() && at::has_internal_overlap(out) == at::MemOverlap::Yes) return true;
     for (size_t j = 0; j < args.size(); j++) {
       const c10::IValue& read = stack[begin + j];
-      if (j != i && read.isTensor() && read.toTensor().defined() &&
-          at::get_overlap_status(out, read.toTensor()) == at::MemOverlapStatus::Partial) {
+      if (j == i || !read.isTensor()) continue;
+      const at::Tensor& other = read.toTensor();
+      if (other.defined() && out.storage().is_alias_of(other.storage()) &&
+          at::get_overlap_status(out, other) == at::MemOverlapStatus::Partial) {
         return true;
       }
     }

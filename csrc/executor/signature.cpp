@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace localneuron {
@@ -9,6 +10,18 @@ namespace {
 
 // Written once, before any op runs (set_ops_shaped_by_scalars), then only read.
 std::unordered_set<std::string> g_ops_shaped_by_scalars;
+
+// Whether the op of `schema` is shaped by its Scalars, remembered per schema (schemas live as long as their
+// operator): looking the name up hashes the whole string, which every call with an int or bool Scalar argument
+// (alpha of add_, ...) would pay on the per-op path. Per thread, so no lock.
+bool shaped_by_scalars(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, bool> known;
+  const auto found = known.find(&schema);
+  if (found != known.end()) return found->second;
+  const bool shaped = g_ops_shaped_by_scalars.count(schema.name()) > 0;
+  known.emplace(&schema, shaped);
+  return shaped;
+}
 
 enum : uint64_t { kNone = 0x70, kBool = 0xb0, kInt = 0x10, kFloat = 0xd0, kComplex = 0xc0, kString = 0x57 };
 
@@ -66,7 +79,7 @@ uint64_t signature(const c10::OperatorHandle& op, const torch::jit::Stack& stack
     if ((v.isInt() || v.isBool() || v.isList()) && i - begin < arguments.size() &&
         holds_scalars(arguments[i - begin].type())) {
       if (!checked) {
-        scalars_set_shape = g_ops_shaped_by_scalars.count(schema.name()) > 0;
+        scalars_set_shape = shaped_by_scalars(schema);
         checked = true;
       }
       scalar = !scalars_set_shape;

@@ -70,10 +70,11 @@ void store_spec(uint64_t layout, std::unique_ptr<OutputSpec> spec) {
 // dimensions, but the CPU's kernels do not: a (2, 3, 1, 1) input laid out channels-last, which is also
 // "contiguous", gives channels-last results.
 bool default_strides(const at::Tensor& t) {
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();  // not t.size(d): it wraps and checks each dim
   int64_t expected = 1;
-  for (int64_t d = t.dim() - 1; d >= 0; d--) {
-    if (t.stride(d) != expected) return false;
-    expected *= std::max<int64_t>(t.size(d), 1);
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (strides[d] != expected) return false;
+    expected *= std::max<int64_t>(sizes[d], 1);
   }
   return true;
 }
