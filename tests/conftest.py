@@ -85,6 +85,11 @@ DEVICE_FREE = {
     "estimate/test_calibration.py": "re-estimates the published rows with the cost model's recipe path",
     "compile/test_kernel_home.py": "the life of a process's private kernel directory: files, locks and processes "
                                    "of its own (the one compile runs in a child)",
+    "ops/test_lowering_errors.py::test_blocking_mode_": "the lowering's errors in a fresh interpreter that sets the mode",
+    "ops/test_lowering_errors.py::test_an_index_out_of_bounds_is_": "aten::index's out-of-bounds error in fresh "
+                                                                     "interpreters that set the mode",
+    "ops/test_lowering_errors.py::test_several_held_failures_": "held failures in a fresh interpreter that sets the "
+                                                                 "mode",
     "execution/test_queue_signals.py": "the queue workers' signal masks, read in fresh interpreters that set the mode",
     "device/test_torch_neuronx_utils.py": "torch_neuronx.utils read in fresh interpreters that set the mode",
     "nki/test_nki_capacity.py": "NKI kernels on the simulator's numpy memories",
