@@ -6,16 +6,16 @@ message carries both wordings: TorchNeuron's (as TorchNeuron's own tests match i
 only the wording differs, the error keeps PyTorch's type with both wordings.
 
 Every check here reads shapes, dtypes and list lengths only, which the executor's signature fixes: policy.on_miss runs
-check() for a call with its rule (the op records' lowering_error field names each op's check; the foreach scalar-list rule
-covers every _foreach_*.ScalarList overload) before anything is cached or queued, so the error is raised at the call
+the call's check (rule_for: the op record's lowering_error field, or the foreach scalar-list rule for every
+_foreach_*.ScalarList overload) before anything is cached or queued, so the error is raised at the call
 in both execution modes (a call that raises caches no executable, so each such call misses and raises again).
 
 Errors that depend on values are raised where the kernel reads the values: at the call in blocking mode (and on a
 signature's first call), held and raised at the next synchronisation point in the asynchronous mode. One of them has
 another type on TorchNeuron: an index out of bounds in advanced indexing (aten::index), which TorchNeuron's device
 kernel reports as RuntimeError and PyTorch's as IndexError, with the same words. The op records' kernel_error field
-names such a rule (index_out_of_bounds below); kernel_error() and held_error_type() apply it wherever the error
-surfaces.
+names such a rule (index_out_of_bounds below); ops/policy.py's kernel_error() and held_error_type() apply it
+wherever the error surfaces.
 
 Sources of the wordings: TorchNeuron's, the patterns of its own tests (tests/python_ops: test_index_select,
 test_index_select_backward, test_mm, test_foreach_ops, test_index_copy), where its mm wording is PyTorch's own meta
@@ -53,13 +53,6 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 def _both(torchneuron: str, pytorch: str) -> str:
     return torchneuron if torchneuron == pytorch else f"{torchneuron} (PyTorch: {pytorch})"
-
-
-def _bound(op, args, kwargs) -> dict:
-    values = dict(kwargs)
-    for spec, value in zip(op._schema.arguments, args):
-        values[spec.name] = value
-    return values
 
 
 def _shape(sizes) -> str:
@@ -139,17 +132,14 @@ def index_copy(a: dict):
     return None
 
 
-def check(rule, op, args, kwargs) -> None:
-    """Raises the error TorchNeuron's lowering raises for this call, as both its type and PyTorch's, if it raises one
-    that differs from PyTorch's; else nothing (PyTorch's kernel then raises its own error, if any)."""
-    schema = op._schema
-    if rule is None and schema.name.startswith("aten::_foreach_") and schema.overload_name == "ScalarList":
-        rule = _foreach_scalar_list
-    if rule is None:
-        return
-    error = rule(_bound(op, args, kwargs))
-    if error is not None:
-        raise error
+def rule_for(schema, recorded):
+    """The check of TorchNeuron's lowering for calls of `schema`: its op record's (`recorded`, or None), else the
+    foreach scalar-list rule for every _foreach_*.ScalarList overload, else None. A check takes the call's arguments
+    by name (ops/arguments.bind) and returns the error to raise, as both types, or None (PyTorch's kernel then raises
+    its own error, if any)."""
+    if recorded is None and schema.name.startswith("aten::_foreach_") and schema.overload_name == "ScalarList":
+        return _foreach_scalar_list
+    return recorded
 
 
 # The one value check, found by a device kernel, whose type differs: PyTorch's advanced-indexing kernel raises

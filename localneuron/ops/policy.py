@@ -65,7 +65,11 @@ def on_miss(op, args, kwargs):
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
-    lowering_errors.check(LOWERING_ERRORS.get(name), op, args, kwargs)  # at the call, before anything is cached or queued
+    lowering_rule = lowering_errors.rule_for(schema, LOWERING_ERRORS.get(name))
+    if lowering_rule is not None:  # at the call, before anything is cached or queued
+        error = lowering_rule(arguments.bind(schema, args, kwargs))
+        if error is not None:
+            raise error
     tracked = tracking.tracked_name(name, schema.overload_name)
     if name not in RUN_ON_HOST:
         _check_host_kernel_exists(tracked)
