@@ -45,12 +45,20 @@ bool map_tensors(c10::IValue& v, Map&& map) {
   return true;
 }
 
-// Whether the call writes into repeated elements of a tensor, or into memory another of its tensor arguments partly
-// covers. The CPU refuses most such writes before it reads a byte, so they must not be queued: a queued call
-// reaches its host kernel only later, and its refusal would surface at a synchronisation instead of at the call
-// (the first call of a signature runs at the call, so only later calls need this). Run at the call, the host
-// kernel refuses as the CPU does, or computes what the CPU computes. A write into the very tensor it reads
-// (x.add_(x)) overlaps fully, which the CPU allows, and stays queued.
+bool writes_repeated_elements(const at::Tensor& out) {
+  // A contiguous tensor has no internal overlap: cheap to see, and it rules out the full check for almost every call.
+  return !out.is_contiguous() && at::has_internal_overlap(out) == at::MemOverlap::Yes;
+}
+
+bool partly_overlaps(const at::Tensor& out, const at::Tensor& read) {
+  // Tensors whose storages are not aliases cannot overlap partly: cheap to see, and it rules out the full check.
+  return read.defined() && out.storage().is_alias_of(read.storage()) &&
+         at::get_overlap_status(out, read) == at::MemOverlapStatus::Partial;
+}
+
+// Whether the call writes into a tensor in a way that must run at the call (write_must_run_at_call) for any tensor
+// argument it reads (the first call of a signature runs at the call, so only later calls need this; this runs on
+// every in-place call).
 bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin) {
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); i++) {
@@ -59,18 +67,10 @@ bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stac
     if (alias == nullptr || !alias->isWrite() || !written.isTensor()) continue;
     const at::Tensor& out = written.toTensor();
     if (!out.defined()) continue;
-    // A contiguous tensor has no internal overlap, and tensors whose storages are not aliases cannot overlap
-    // partly: both are cheap to see, and rule out the full checks for almost every call (this runs on every
-    // in-place call).
-    if (!out.is_contiguous() && at::has_internal_overlap(out) == at::MemOverlap::Yes) return true;
+    if (writes_repeated_elements(out)) return true;
     for (size_t j = 0; j < args.size(); j++) {
       const c10::IValue& read = stack[begin + j];
-      if (j == i || !read.isTensor()) continue;
-      const at::Tensor& other = read.toTensor();
-      if (other.defined() && out.storage().is_alias_of(other.storage()) &&
-          at::get_overlap_status(out, other) == at::MemOverlapStatus::Partial) {
-        return true;
-      }
+      if (j != i && read.isTensor() && partly_overlaps(out, read.toTensor())) return true;
     }
   }
   return false;
@@ -139,6 +139,10 @@ void wrap_int64_results(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 }
 
 }  // namespace
+
+bool write_must_run_at_call(const at::Tensor& out, const at::Tensor& read) {
+  return writes_repeated_elements(out) || partly_overlaps(out, read);
+}
 
 HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin) {
   HostArguments host;

@@ -37,6 +37,11 @@ struct HostArguments {
 HostArguments to_host_arguments(torch::jit::Stack* stack, size_t begin);
 // The device an op on the arguments stack[begin:] runs on.
 c10::DeviceIndex device_of(const torch::jit::Stack& stack, size_t begin);
+// Whether a write into `out` that reads `read` must run at the call, never queued: it writes repeated elements of
+// `out`, or `read` partly covers `out` (the CPU refuses most such writes before it reads a byte; queued, the refusal
+// would surface at a synchronisation). A write into the very tensor it reads (x.add_(x)) overlaps fully, which the
+// CPU allows. `read` may be undefined or a host tensor.
+bool write_must_run_at_call(const at::Tensor& out, const at::Tensor& read);
 // int64 results wrap around like the int32 values Neuron computes (Route::DeviceWrapInt64).
 void wrap_to_int32(const at::Tensor& t);
 

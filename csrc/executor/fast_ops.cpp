@@ -24,9 +24,17 @@
 namespace localneuron {
 namespace {
 
-// The argument lists an entry point takes, in schema order; each has an out= overload of the same
-// arguments followed by `out`, which queued and in-place runs call on the output allocated at issue.
-enum class Form { Unary, TensorScalar, Binary, BinaryAlpha };
+// The argument lists an entry point takes, in schema order. A functional form has an out= overload of the same
+// arguments followed by `out`, which queued and in-place runs call on the output allocated at issue; an in-place
+// form (BinaryInPlace, BinaryAlphaInPlace: self, other[, alpha]) writes into its first argument, and its runs call
+// the op itself on the host alias of that argument.
+enum class Form { Unary, TensorScalar, Binary, BinaryAlpha, BinaryInPlace, BinaryAlphaInPlace };
+
+bool writes_first_argument(Form form) { return form == Form::BinaryInPlace || form == Form::BinaryAlphaInPlace; }
+bool has_second_tensor(Form form) { return form != Form::Unary && form != Form::TensorScalar; }
+bool has_scalar(Form form) {
+  return form == Form::TensorScalar || form == Form::BinaryAlpha || form == Form::BinaryAlphaInPlace;
+}
 
 // The ops themselves are the op records' `fast` fields (localneuron/ops/op_records.py), handed down at
 // registration (set_fast_ops) before install_fast_ops registers their kernels; here only the forms.
@@ -42,8 +50,11 @@ Form parse_form(const std::string& op, const std::string& form) {
   if (form == "tensor_scalar") return Form::TensorScalar;
   if (form == "binary") return Form::Binary;
   if (form == "binary_alpha") return Form::BinaryAlpha;
+  if (form == "binary_in_place") return Form::BinaryInPlace;
+  if (form == "binary_alpha_in_place") return Form::BinaryAlphaInPlace;
   TORCH_CHECK(false, "the fast op ", op, " has the unknown form '", form,
-              "' (its op record's `fast` field); the forms are unary, tensor_scalar, binary and binary_alpha");
+              "' (its op record's `fast` field); the forms are unary, tensor_scalar, binary, binary_alpha, "
+              "binary_in_place and binary_alpha_in_place");
 }
 
 // The kernels are templates on their slot, so each reaches its op without a lookup; the records may name
@@ -62,6 +73,8 @@ using UnaryOut = at::Tensor&(const at::Tensor&, at::Tensor&);
 using TensorScalarOut = at::Tensor&(const at::Tensor&, const at::Scalar&, at::Tensor&);
 using BinaryOut = at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&);
 using BinaryAlphaOut = at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Scalar&, at::Tensor&);
+using BinaryInPlace = at::Tensor&(at::Tensor&, const at::Tensor&);
+using BinaryAlphaInPlace = at::Tensor&(at::Tensor&, const at::Tensor&, const at::Scalar&);
 
 // One call's operands: `b` is undefined for the one-tensor forms, `scalar` is alpha or the exponent.
 struct Operands {
@@ -89,7 +102,8 @@ Executable* cached_device_executable(const FastOp& fast, const Operands& x, uint
   return exe != nullptr && exe->route == Route::Device ? exe : nullptr;
 }
 
-// The op's out= overload on host tensors, into `out`.
+// The op's out= overload on host tensors, into `out`; an in-place form's op itself, on `out` (the host alias of its
+// first argument, `a`'s bytes).
 void run_out(const FastOp& fast, const at::Tensor& a, const at::Tensor& b, const std::optional<at::Scalar>& scalar,
              at::Tensor& out) {
   const auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
@@ -105,6 +119,12 @@ void run_out(const FastOp& fast, const at::Tensor& a, const at::Tensor& b, const
       return;
     case Form::BinaryAlpha:
       fast.out.typed<BinaryAlphaOut>().redispatch(cpu, a, b, *scalar, out);
+      return;
+    case Form::BinaryInPlace:
+      fast.out.typed<BinaryInPlace>().redispatch(cpu, out, b);
+      return;
+    case Form::BinaryAlphaInPlace:
+      fast.out.typed<BinaryAlphaInPlace>().redispatch(cpu, out, b, *scalar);
       return;
   }
 }
@@ -154,8 +174,8 @@ struct QueuedFastOp final : QueuedWork {
   void host_arguments(at::Tensor* a, at::Tensor* b, std::optional<at::Scalar>* scalar) const {
     const Form form = fast.name->form;
     *a = host_tensor(call.arguments[0]);
-    if (form == Form::Binary || form == Form::BinaryAlpha) *b = host_tensor(call.arguments[1]);
-    if (form == Form::TensorScalar || form == Form::BinaryAlpha) *scalar = call.arguments.back().value.toScalar();
+    if (has_second_tensor(form)) *b = host_tensor(call.arguments[1]);
+    if (has_scalar(form)) *scalar = call.arguments.back().value.toScalar();
   }
   void run() override {
     at::Tensor a, b, out = cpu_alias(call.outputs[0]);
@@ -174,7 +194,8 @@ struct QueuedFastOp final : QueuedWork {
 };
 
 // Queues the call, or runs it in place as queued work would run (queue.h kRunInPlaceMaxNs), when its
-// output layout is known; an undefined result means: take the boxed path.
+// output layout is known (an in-place form's output is its first argument, once the boxed path has seen a call of
+// this layout return it); an undefined result means: take the boxed path.
 at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Operands& x) {
   if (exe.execution != Execution::Queued || issuer_needs_own_thread()) return at::Tensor();
   // Queued work records its device operands as snapshots, which need bytes and keep no lazy bits.
@@ -182,14 +203,18 @@ at::Tensor try_queue(const FastOp& fast, Executable& exe, uint64_t key, const Op
     return at::Tensor();
   }
   const c10::DeviceIndex device = x.a.device().index();
-  at::Tensor out = allocate_binary_output(layout_key(key, x.a, x.b), device);
+  const bool in_place = writes_first_argument(fast.name->form);
+  const uint64_t layout = layout_key(key, x.a, x.b);
+  at::Tensor out = in_place ? (returns_first_argument(layout) ? x.a : at::Tensor())
+                            : allocate_binary_output(layout, device);
   if (!out.defined()) return out;
   count_hit();
   exe.calls.fetch_add(1, std::memory_order_relaxed);
   note_device_time(exe.estimated_ns);
   WorkScope trace(Work::Executable);
   trace.describe(exe.id, device);
-  const int64_t bytes = static_cast<int64_t>(x.a.nbytes() + (x.b.defined() ? x.b.nbytes() : 0) + out.nbytes());
+  const int64_t bytes =
+      static_cast<int64_t>(x.a.nbytes() + (x.b.defined() ? x.b.nbytes() : 0) + (in_place ? 0 : out.nbytes()));
   if (!runs_may_form() && runs_in_place(device, bytes, &exe)) {
     // Nothing is queued on the stream: the call runs now, without building its queue entry.
     const at::Tensor ha = cpu_alias(x.a), hb = cpu_alias(x.b);
@@ -229,6 +254,16 @@ at::Tensor run_now(Executable& exe, const Operands& x, HostOp&& host_op) {
   return adopt(r, device);
 }
 
+// The call through the executor's boxed kernel, which decides (compiles, learns outputs, falls back); its result.
+at::Tensor run_boxed(const FastOp& fast, const Operands& x) {
+  torch::jit::Stack stack;
+  for (c10::IValue& v : boxed_arguments(fast, x.a, x.b, x.scalar ? std::optional<at::Scalar>(*x.scalar) : std::nullopt)) {
+    stack.push_back(std::move(v));
+  }
+  execute(fast.handle, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+  return stack.back().toTensor();
+}
+
 template <typename HostOp>
 at::Tensor call(const FastOp& fast, const Operands& x, HostOp&& host_op) {
   uint64_t key;
@@ -237,12 +272,7 @@ at::Tensor call(const FastOp& fast, const Operands& x, HostOp&& host_op) {
     at::Tensor out = try_queue(fast, *exe, key, x);
     if (out.defined()) return out;
   }
-  torch::jit::Stack stack;
-  for (c10::IValue& v : boxed_arguments(fast, x.a, x.b, x.scalar ? std::optional<at::Scalar>(*x.scalar) : std::nullopt)) {
-    stack.push_back(std::move(v));
-  }
-  execute(fast.handle, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
-  return stack.back().toTensor();
+  return run_boxed(fast, x);
 }
 
 constexpr c10::DispatchKeySet kCpu(c10::DispatchKey::CPU);
@@ -280,6 +310,42 @@ at::Tensor binary_alpha_kernel(const at::Tensor& a, const at::Tensor& b, const a
   });
 }
 
+// An in-place form: the fast path unless the write must run at the call (it overlaps what it reads: the boxed path
+// runs it there); returns `self`, as in-place ops do.
+template <typename HostOp>
+at::Tensor& call_in_place(const FastOp& fast, at::Tensor& self, const Operands& x, HostOp&& host_op) {
+  uint64_t key;
+  if (!write_must_run_at_call(self, x.b)) {
+    if (Executable* exe = cached_device_executable(fast, x, &key)) {
+      if (runs_inline()) {
+        run_now(*exe, x, host_op);
+        return self;
+      }
+      if (try_queue(fast, *exe, key, x).defined()) return self;
+    }
+  }
+  run_boxed(fast, x);
+  return self;
+}
+
+template <size_t K>
+at::Tensor& binary_in_place_kernel(at::Tensor& self, const at::Tensor& other) {
+  const FastOp& fast = *g_fast_ops[K];
+  return call_in_place(fast, self, {self, other, nullptr}, [&](const at::Tensor& x, const at::Tensor& y) {
+    at::Tensor host = x;
+    return fast.handle.typed<BinaryInPlace>().redispatch(kCpu, host, y);
+  });
+}
+
+template <size_t K>
+at::Tensor& binary_alpha_in_place_kernel(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  const FastOp& fast = *g_fast_ops[K];
+  return call_in_place(fast, self, {self, other, &alpha}, [&](const at::Tensor& x, const at::Tensor& y) {
+    at::Tensor host = x;
+    return fast.handle.typed<BinaryAlphaInPlace>().redispatch(kCpu, host, y, alpha);
+  });
+}
+
 template <size_t K>
 void register_fast_op(torch::Library& library, size_t slot) {
   if (slot != K) return;
@@ -300,6 +366,12 @@ void register_fast_op(torch::Library& library, size_t slot) {
       return;
     case Form::BinaryAlpha:
       library.impl(name.c_str(), TORCH_FN(binary_alpha_kernel<K>));
+      return;
+    case Form::BinaryInPlace:
+      library.impl(name.c_str(), TORCH_FN(binary_in_place_kernel<K>));
+      return;
+    case Form::BinaryAlphaInPlace:
+      library.impl(name.c_str(), TORCH_FN(binary_alpha_in_place_kernel<K>));
       return;
   }
 }

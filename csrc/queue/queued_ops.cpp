@@ -356,6 +356,12 @@ at::Tensor allocate_binary_output(uint64_t layout, c10::DeviceIndex device) {
   return allocate(spec->returns[0].tensors[0], device);
 }
 
+bool returns_first_argument(uint64_t layout) {
+  const OutputSpec* spec = find_spec(layout);
+  return spec != nullptr && spec->queueable && spec->returns.size() == 1 && !spec->returns[0].is_list &&
+         spec->returns[0].tensors[0].kind == TensorSpec::InPlace && spec->returns[0].tensors[0].argument == 0;
+}
+
 std::string describe_call(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments) {
   std::string out = op.schema().name() + "(";
   for (size_t i = 0; i < arguments.size(); i++) out += (i ? ", " : "") + describe_value(arguments[i]);

@@ -36,6 +36,8 @@ uint64_t layout_key(uint64_t key, const at::Tensor& a, const at::Tensor& b);
 
 // The output of a queued binary op when its layout is known and it is one new tensor; else undefined.
 at::Tensor allocate_binary_output(uint64_t layout, c10::DeviceIndex device);
+// Whether calls of this layout are known to be queueable and to return their first argument (an in-place op).
+bool returns_first_argument(uint64_t layout);
 
 // "aten::mm(float32[4, 8], float32[8, 2])"
 std::string describe_call(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments);

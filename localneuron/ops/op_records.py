@@ -61,8 +61,10 @@ PyTorch's dispatch, and reported as "not confirmed by the support table".
               adaptive_eager/fusible_ops.py)
     fast      Fast(form, overload, out): the overload has an unboxed entry point in C++
               (csrc/executor/fast_ops.cpp), whose argument list is `form` (UNARY, TENSOR_SCALAR, BINARY,
-              BINARY_ALPHA) and whose queued runs call the `out` overload; chosen by their call counts in the
-              Llama and transformer steps of benchmarks/eager_overhead.py
+              BINARY_ALPHA; in place: BINARY_IN_PLACE, BINARY_ALPHA_IN_PLACE) and whose queued runs call the `out`
+              overload (an in-place form: the op itself, on its first argument); chosen by their call counts in
+              the Llama and transformer steps of benchmarks/eager_overhead.py (in place: the optimizer's and
+              residual updates)
   Estimate (localneuron/estimate/script.py reads these):
     healthy_read  what a healthy run reads from its output, the rule `estimate --script` answers a host read of a
               device value with (its tensors are fake, so a script's `if not torch.isfinite(loss)` or
@@ -144,6 +146,7 @@ def on_host(fn: Callable) -> OnHost:
 ANY, FLOAT32, NUMBERS_FLOAT32 = "any", "float32", "numbers float32"
 # the unboxed entry points' argument lists (Fast.form), parsed by csrc/executor/fast_ops.cpp
 UNARY, TENSOR_SCALAR, BINARY, BINARY_ALPHA = "unary", "tensor_scalar", "binary", "binary_alpha"
+BINARY_IN_PLACE, BINARY_ALPHA_IN_PLACE = "binary_in_place", "binary_alpha_in_place"  # self, other[, alpha]
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,9 @@ class Fuse:
 
 @dataclass(frozen=True)
 class Fast:
-    form: str              # UNARY, TENSOR_SCALAR, BINARY or BINARY_ALPHA
+    form: str              # UNARY, TENSOR_SCALAR, BINARY, BINARY_ALPHA, BINARY_IN_PLACE or BINARY_ALPHA_IN_PLACE
     overload: str = ""     # "" for the default overload
-    out: str = "out"       # the out= overload of the same arguments
+    out: str = "out"       # the out= overload of the same arguments (an in-place form: the overload itself)
 
     def __str__(self) -> str:
         return f"{self.overload or 'default'}({self.form}, out={self.out})"
@@ -417,7 +420,7 @@ OPS = {
     "aten::_upsample_bilinear2d_aa_backward": Record(CPU_FALLBACK, why=NO_KERNEL_UNIMPLEMENTED, queued_fallback=ITS_BACKWARD),
     "aten::abs": Record(NATIVE, fusible=(Fuse("", ANY),)),
     "aten::add": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", NUMBERS_FLOAT32, only_with=("alpha", 1), why=FMA),), fast=Fast(BINARY_ALPHA, "Tensor")),
-    "aten::add_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::add_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fast=Fast(BINARY_ALPHA_IN_PLACE, "Tensor", out="Tensor")),
     "aten::addcdiv": Record(NATIVE),
     "aten::addcmul": Record(NATIVE),
     "aten::addmm": Record(NATIVE, cost=Matmul("addmm"), matmul_segment=CONCATENATED_MATMUL),
@@ -576,7 +579,7 @@ OPS = {
     "aten::mode": Record(run=WHOLE_INCLUDING_OUT, index_args_64bit_exempt=True, why="mode.values accepts only CPU, CUDA and XPU tensors"),
     "aten::mse_loss": Record(run=WHOLE, why="its out= decomposition resizes a 0-dim output, which PyTorch warns about"),
     "aten::mul": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fusible=(Fuse("Tensor", ANY),), fast=Fast(BINARY, "Tensor"), healthy_read=READS_BOTH),
-    "aten::mul_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch"),
+    "aten::mul_": Record(NATIVE, run=WHOLE, why="scalar overloads wrap the scalar and redispatch", fast=Fast(BINARY_IN_PLACE, "Tensor", out="Tensor")),
     "aten::multi_margin_loss": Record(index_args_64bit_exempt=True),
     "aten::multinomial": Record(CPU_FALLBACK, why=RNG),
     "aten::mv": Record(NATIVE),

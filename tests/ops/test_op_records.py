@@ -122,7 +122,10 @@ def test_the_unboxed_fast_path_got_exactly_the_records_fast_ops():
             out = f"{key}.{r.fast.out}"
             assert out in ALL_OPS, out
             assert r.fast.form in (op_records.UNARY, op_records.TENSOR_SCALAR, op_records.BINARY,
-                                   op_records.BINARY_ALPHA), key
+                                   op_records.BINARY_ALPHA, op_records.BINARY_IN_PLACE,
+                                   op_records.BINARY_ALPHA_IN_PLACE), key
+            in_place = r.fast.form in (op_records.BINARY_IN_PLACE, op_records.BINARY_ALPHA_IN_PLACE)
+            assert in_place == (key.endswith("_") and r.fast.out == r.fast.overload), key  # runs the op itself
 
 
 def test_an_unknown_fast_form_is_refused_by_name():
