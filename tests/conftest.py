@@ -31,6 +31,13 @@ def tracking():
 
 
 @pytest.fixture
+def host_cc(monkeypatch):
+    """Streams of their own: TorchNeuron's new streams are its default stream unless host collective communication is
+    enabled (localneuron/device/streams.py); tests of how streams order work ask for it."""
+    monkeypatch.setenv("NEURON_RT_ENABLE_HOST_CC", "1")
+
+
+@pytest.fixture
 def quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -10,6 +10,7 @@
 #include "executor/operand_devices.h"
 #include "executor/signature.h"
 #include "runtime/pinned_host.h"
+#include "runtime/guard.h"
 #include "runtime/source_line.h"
 #include "queue/held_errors.h"
 #include "queue/queue.h"
@@ -80,6 +81,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("set_library_rule", &set_library_rule, py::arg("is_library"),
         "is_library(filename) -> bool: the one rule for which frames are library code (runtime/source_line.h)");
+  m.def("set_new_stream_rule", &set_new_stream_rule, py::arg("new_streams_are_distinct"),
+        "new_streams_are_distinct() -> bool, asked at each stream's creation: false gives the default stream "
+        "(TorchNeuron's single-stream mode; runtime/guard.h)");
 
   m.def("format_bytes", &format_bytes, py::arg("bytes"), "the one byte formatter (runtime/allocator.h)");
   m.def("memory_counters", [](int64_t d) {

@@ -1,4 +1,5 @@
-// Device guard: current device, streams and events, over the device queues (queue.h).
+// Device guard: current device, streams and events, over the device queues (queue.h). The stream rule: guard.h.
+#include "runtime/guard.h"
 #include "runtime/device_state.h"
 #include "queue/queue.h"
 
@@ -10,6 +11,13 @@ namespace localneuron {
 namespace {
 
 std::atomic<c10::StreamId> g_next_stream{1};
+pybind11::object* g_new_streams_are_distinct = nullptr;  // process lifetime, like the executor's callbacks
+
+bool new_streams_are_distinct() {
+  if (g_new_streams_are_distinct == nullptr || !Py_IsInitialized()) return true;
+  pybind11::gil_scoped_acquire gil;
+  return (*g_new_streams_are_distinct)().cast<bool>();
+}
 
 // What torch.Event holds for a neuron event.
 using EventHandle = std::shared_ptr<QueueEvent>;
@@ -43,7 +51,8 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::UNSAFE, {kNeuron, checked_index(d.index())}, 0);
   }
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::UNSAFE, {kNeuron, checked_index(d.index())}, g_next_stream++);
+    const c10::Device device{kNeuron, checked_index(d.index())};
+    return c10::Stream(c10::Stream::UNSAFE, device, new_streams_are_distinct() ? g_next_stream++ : 0);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
@@ -80,5 +89,12 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
 }  // namespace
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
+
+void set_new_stream_rule(pybind11::object new_streams_are_distinct) {
+  if (!PyCallable_Check(new_streams_are_distinct.ptr()))
+    throw pybind11::type_error("set_new_stream_rule: new_streams_are_distinct must be callable");
+  if (g_new_streams_are_distinct == nullptr) g_new_streams_are_distinct = new pybind11::object();
+  *g_new_streams_are_distinct = std::move(new_streams_are_distinct);
+}
 
 }  // namespace localneuron

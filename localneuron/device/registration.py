@@ -7,7 +7,7 @@ from torch._C._dynamo import eval_frame
 
 from localneuron import _C
 from localneuron.adaptive_eager import engine as adaptive_eager
-from localneuron.device import neuron_module, shutdown
+from localneuron.device import neuron_module, shutdown, streams
 from localneuron.ops import op_records, policy, queueing, tracking
 from localneuron.ops.decompositions import register_decompositions
 from localneuron.ops.op_records import DECOMPOSITIONS, UNSUPPORTED
@@ -57,6 +57,7 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
     _C.set_launch_blocking(launch_blocking)
     _C.set_library_rule(call_sites.is_library)  # which frames are the user's: errors' lines and the report's
+    _C.set_new_stream_rule(streams.new_streams_are_distinct)  # TorchNeuron's single-stream mode
     _C.install_executor(**executor_contract())
     tracking.register_kernel_executables()
     adaptive_eager.install()

@@ -1,12 +1,28 @@
-"""Streams and events on the neuron device (torch.neuron.Stream / Event / stream(...))."""
+"""Streams and events on the neuron device (torch.neuron.Stream / Event / stream(...)).
+
+TorchNeuron runs every stream a program creates as its default stream unless host-mediated collective communication
+is enabled (its single-stream mode: NeuronStream::createStream in the source snapshot of 2026-04-21; the Neuron Explorer
+variables page documents TORCH_NEURONX_ENABLE_HOST_CC, the runtime reads NEURON_RT_ENABLE_HOST_CC). So here: a new
+stream is a queue of its own only while either variable is 1, read at each creation (TorchNeuron's own tests set it
+per test); otherwise torch.neuron.Stream() == default_stream(), and work "on" it is ordered with everything else on
+the default stream. The C++ guard asks new_streams_are_distinct() for every stream PyTorch creates (csrc/runtime/guard.h).
+"""
 import torch
 
 from localneuron.device.devices import device_index
+from localneuron.runtime.environment import read
+
+HOST_CC_VARIABLES = ("NEURON_RT_ENABLE_HOST_CC", "TORCH_NEURONX_ENABLE_HOST_CC")
+
+
+def new_streams_are_distinct() -> bool:
+    return any(read(name) for name in HOST_CC_VARIABLES)
 
 
 class Stream(torch.Stream):
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         device = torch.device("neuron", device_index(device))
+        new_streams_are_distinct()  # a bad variable raises here as itself; through the C++ guard, as a RuntimeError
         return super().__new__(cls, device=device, priority=priority, **kwargs)
 
     def wait_event(self, event) -> None:

@@ -180,6 +180,13 @@ VARIABLES = (
     Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
              "runs when it is issued, so errors are raised at the op (for debugging)"),
+    Variable("NEURON_RT_ENABLE_HOST_CC", flag, "0",
+             "1: host-mediated collective communication, and with it streams: each new stream (torch.neuron.Stream(), "
+             "torch.Stream(device='neuron')) is a queue of its own; 0: every new stream is the default stream "
+             "(TorchNeuron's single-stream mode); read at each stream's creation"),
+    Variable("TORCH_NEURONX_ENABLE_HOST_CC", flag, "0",
+             "the documented name of NEURON_RT_ENABLE_HOST_CC (Neuron Explorer's variables page): either set to 1 "
+             "gives streams of their own"),
     Variable("TORCH_NEURONX_ENABLE_CONCATENATION", flag, "0",
              "1: Adaptive Eager fuses runs of queued ops into one operator, tracked under their names joined by '|': "
              "element-wise ops into one compiled executable, matmuls (mm, addmm, bmm, linear) with the element-wise "

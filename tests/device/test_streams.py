@@ -1,11 +1,53 @@
-"""Streams and events on the neuron device."""
+"""Streams and events on the neuron device, in TorchNeuron's single-stream mode (the default: every new stream is the
+default stream) and with host collective communication enabled (streams of their own)."""
 import pytest
 import torch
 
 import torch_neuronx
+from localneuron.runtime.environment import ConfigurationError
+
+HOST_CC_VARIABLES = ("NEURON_RT_ENABLE_HOST_CC", "TORCH_NEURONX_ENABLE_HOST_CC")
 
 
-def test_streams_events_and_elapsed_time():
+@pytest.fixture
+def single_stream_mode(monkeypatch):
+    for name in HOST_CC_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_every_new_stream_is_the_default_stream_in_single_stream_mode(single_stream_mode):
+    default = torch.neuron.default_stream()
+    made = [torch.neuron.Stream(), torch_neuronx.Stream(), torch.neuron.Stream(priority=-1),
+            torch.Stream(device="neuron"), torch.neuron.Stream(device=1)]
+    assert all(s.stream_id == 0 for s in made)
+    assert made[0] == made[1] == made[2] == made[3] == default and made[4] == torch.neuron.default_stream(1)
+    assert isinstance(made[0], torch_neuronx.Stream)
+    # work "on" such a stream is work on the default stream: ordered with it, with nothing to wait for
+    x = torch.zeros(1000, device="neuron")
+    with torch.neuron.stream(made[0]):
+        assert torch.neuron.current_stream() == default
+        x.add_(1.0)
+    x.mul_(3.0)
+    assert x[0].item() == 3.0
+
+
+@pytest.mark.parametrize("name", HOST_CC_VARIABLES)
+def test_host_cc_gives_streams_of_their_own_read_at_each_creation(single_stream_mode, monkeypatch, name):
+    monkeypatch.setenv(name, "1")
+    first, second = torch.neuron.Stream(), torch.Stream(device="neuron")
+    assert first != second and 0 not in (first.stream_id, second.stream_id)
+    monkeypatch.setenv(name, "0")
+    assert torch.neuron.Stream() == torch.neuron.default_stream()
+    assert first != torch.neuron.default_stream()  # a stream made meanwhile keeps its own queue
+
+
+def test_a_bad_host_cc_value_is_refused_where_a_stream_is_made(single_stream_mode, monkeypatch):
+    monkeypatch.setenv("NEURON_RT_ENABLE_HOST_CC", "maybe")
+    with pytest.raises(ConfigurationError, match="NEURON_RT_ENABLE_HOST_CC='maybe' is not valid"):
+        torch.neuron.Stream()
+
+
+def test_streams_events_and_elapsed_time(host_cc):
     s = torch.neuron.Stream()
     assert s.device == torch.device("neuron:0") and isinstance(s, torch.Stream)
     start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
@@ -23,7 +65,7 @@ def test_streams_events_and_elapsed_time():
     assert x[0, 0].item() == 100.0
 
 
-def test_torch_neuronx_stream_api():
+def test_torch_neuronx_stream_api(host_cc):
     s = torch_neuronx.Stream()
     with torch_neuronx.stream(s):
         assert torch_neuronx.current_stream() == s
@@ -34,7 +76,7 @@ def test_torch_neuronx_stream_api():
     torch_neuronx.synchronize()
 
 
-def test_nested_stream_contexts_on_two_devices_restore_the_outer_stream_and_device():
+def test_nested_stream_contexts_on_two_devices_restore_the_outer_stream_and_device(host_cc):
     """As torch.cuda.stream: making a stream of another device current also makes its device current; leaving the
     block gives back the stream and the current device from before it."""
     outer, inner = torch.neuron.Stream(device=0), torch.neuron.Stream(device=1)
@@ -48,7 +90,7 @@ def test_nested_stream_contexts_on_two_devices_restore_the_outer_stream_and_devi
     assert torch.neuron.current_stream() == before and torch.neuron.current_device() == 0
 
 
-def test_each_device_has_its_own_current_stream_and_work_goes_to_it():
+def test_each_device_has_its_own_current_stream_and_work_goes_to_it(host_cc):
     """Making a stream of core 1 current leaves core 0's current stream as it was (CUDA keeps one per device), and an
     op on core 0 then runs on core 0's stream, in order with what that stream holds."""
     torch.neuron.set_device(0)

@@ -62,7 +62,7 @@ def test_synchronize_waits_for_the_queue():
     torch.accelerator.synchronize()
 
 
-def test_events_and_streams_order_work_across_streams():
+def test_events_and_streams_order_work_across_streams(host_cc):
     side = torch.neuron.Stream()
     x = torch.ones(8, device="neuron")
     torch.neuron.synchronize()
@@ -82,7 +82,7 @@ def test_events_and_streams_order_work_across_streams():
     assert start.elapsed_time(end) > 0.0
 
 
-def test_wait_stream_and_record_stream():
+def test_wait_stream_and_record_stream(host_cc):
     side = torch.neuron.Stream()
     ((torch.full((16,), 2.0, device="neuron") * 3) - 1).cpu()
     with torch.neuron.stream(side):
@@ -113,7 +113,7 @@ def test_memory_freed_in_python_is_reused_at_once_on_its_stream():
     assert z.cpu().sum().item() == 5 * (1 << 16)
 
 
-def test_a_block_another_streams_queued_work_reads_waits_for_that_stream():
+def test_a_block_another_streams_queued_work_reads_waits_for_that_stream(host_cc):
     x = torch.ones(1 << 16, device="neuron")
     (x * 2).cpu()
     side = torch.neuron.Stream()
@@ -130,7 +130,7 @@ def test_a_block_another_streams_queued_work_reads_waits_for_that_stream():
     assert w.data_ptr() == x_ptr
 
 
-def test_record_stream_keeps_a_block_until_that_stream_passes_its_work():
+def test_record_stream_keeps_a_block_until_that_stream_passes_its_work(host_cc):
     x = torch.ones(1 << 16, device="neuron")
     side = torch.neuron.Stream()
     with torch.neuron.stream(side):

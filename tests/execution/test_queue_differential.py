@@ -16,12 +16,14 @@ difference. A failure prints the seed and the program; replay and shrink it with
 import contextlib
 import functools
 import math
+import os
 import random
 import re
 import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from unittest import mock
 
 import pytest
 import torch
@@ -132,7 +134,8 @@ def cpu_helpers() -> dict:
 
 
 def neuron_helpers() -> dict:
-    side = torch.neuron.Stream()
+    with mock.patch.dict(os.environ, {"NEURON_RT_ENABLE_HOST_CC": "1"}):
+        side = torch.neuron.Stream()  # a queue of its own, as with host collective communication
     main = torch.neuron.current_stream()
     return {"torch": torch, "dev": "neuron", "fork": lambda: side.wait_stream(main), "join": lambda: main.wait_stream(side),
             "side": lambda: torch.neuron.stream(side), "record": lambda t: t.record_stream(side), "attempt": attempt}

@@ -43,7 +43,7 @@ def _blocks(mask: int, signum: int) -> bool:
 
 
 def test_queue_workers_block_process_signals_and_python_keeps_them():
-    r = run_python(MASKS, env={"NEURON_LAUNCH_BLOCKING": "0"})
+    r = run_python(MASKS, env={"NEURON_LAUNCH_BLOCKING": "0", "NEURON_RT_ENABLE_HOST_CC": "1"})
     assert r.returncode == 0, r.stderr
     masks = json.loads(r.stdout.strip().splitlines()[-1])
     assert masks["started"], "the device ops started no queue worker"
@@ -72,7 +72,7 @@ def test_ctrl_c_interrupts_a_sleep_while_queue_workers_run(tmp_path):
             print("interrupted", flush=True)
     """))
     process = interruptible([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NEURON_LAUNCH_BLOCKING": "0"})
+                            env={**os.environ, "NEURON_LAUNCH_BLOCKING": "0", "NEURON_RT_ENABLE_HOST_CC": "1"})
     try:
         assert process.stdout.readline().strip() == "ready"
         started = time.monotonic()

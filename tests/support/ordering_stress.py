@@ -13,14 +13,17 @@ prints one line `ordering stress: N checks, M mismatches, ...` and exits 1 on a 
 otherwise. A crash (a worker reading unmapped memory) ends the process with a signal.
 """
 import argparse
+import os
 import random
 import sys
 import threading
 import time
 
-import torch
+# streams of their own (without host collective communication TorchNeuron's new streams are its default stream)
+os.environ["NEURON_RT_ENABLE_HOST_CC"] = "1"
+import torch  # noqa: E402
 
-import localneuron  # noqa: F401  (the device)
+import localneuron  # noqa: F401,E402  (the device)
 
 LARGE = 9 * 1024 * 1024  # float32 elements: 36 MiB, above glibc's largest mmap threshold (32 MiB)
 
