@@ -9,6 +9,7 @@ results judge the model and are deliberately not used here.
 
     python3 benchmarks/calibration.py            # refits; rewrites fitted_table.py, docs/calibration.md, calibration.json
     python3 benchmarks/calibration.py --no-cv    # print the page as the written table prices it; writes nothing
+    python3 benchmarks/calibration.py --explain R078 R223   # those rows' estimates term by term; writes nothing
 """
 import argparse
 import contextlib
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "nki"))
 os.environ.setdefault("NEURON_PLATFORM_TARGET_OVERRIDE", "gen2")
 
-from localneuron.costmodel import assumptions, collectives, stacks  # noqa: E402
+from localneuron.costmodel import assumptions, collectives, engines, stacks  # noqa: E402
 from localneuron.costmodel.engines import op_work  # noqa: E402
 from localneuron.costmodel.hardware import chip  # noqa: E402
 from localneuron.estimate import architecture, plan, run  # noqa: E402
@@ -709,6 +710,75 @@ def evaluate(rows_path: Path = ROWS) -> tuple[list[Case], dict]:
     return cases, scores(cases)
 
 
+# --- a row's estimate term by term (--explain) -------------------------------------------------------------
+# the figure each kind's schedule result breaks down (prefill: time to first token; decode: time per output token;
+# training: the step, of which seq_per_s is the global batch over it)
+BREAKDOWN_OF = {"train": "step_s", "prefill": "ttft_s", "decode": "tpot_s"}
+
+
+def terms(case: Case) -> dict:
+    """A model row's priced figure (BREAKDOWN_OF) split by what it is spent on (costmodel/time.py's parts: they add up
+    to it), under the assumptions and fitted table as they stand."""
+    return dict(case.prepared.priced()["breakdown"])
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _breakdown_text(parts: dict) -> str:
+    return ", ".join(f"{name} {_ms(value)}" for name, value in parts.items() if value)
+
+
+def _op_lines(traced, top: int) -> list[str]:
+    """The ops of a traced module's forward, each priced alone by its rule (engine time, FLOPs), the largest first:
+    repeats of one op and shape summed."""
+    if traced.graphs is None:
+        return []
+    summed = {}
+    for op in traced.graphs.forward:
+        inputs = [t for _, t in op.inputs]
+        work = op_work(traced.chip, op.name, inputs, [t for _, t in op.outputs])
+        shapes = " ".join(str(tuple(t.shape)) for t in inputs[:3])
+        key = (op.name, type(engines.rule(op.name)).__name__, shapes)
+        calls, seconds, flops = summed.get(key, (0, 0.0, 0.0))
+        summed[key] = (calls + 1, seconds + work.compute_s, flops + work.flops)
+    ranked = sorted(summed.items(), key=lambda item: -item[1][1])[:top]
+    return [f"      {seconds * 1e6:10.1f} us  x{calls} {name} [{rule}] {shapes}  {flops / 1e9:.3g} GFLOP"
+            for (name, rule, shapes), (calls, seconds, flops) in ranked]
+
+
+def explain(case: Case, top: int = 10) -> list[str]:
+    """A model row's estimate term by term: the schedule's figure split by what it is spent on (terms()), then the
+    stack that figure prices (the prompt, the decode step, the training micro-batch), layer kind by layer kind: its
+    forward (and backward), its collectives, and its ops by engine time alone, the largest first. The ops' engine
+    times do not add up to the layer's compute: in a compiled graph consecutive element-wise ops are one loop that
+    costs its busiest engine (costmodel/ops.py)."""
+    if case.prepared is None:
+        return [f"{case.row['id']}: a {case.kind} row, priced by its own rule (no model stack to decompose)"]
+    estimate = case.prepared.metric(METRIC[case.kind])
+    lines = [f"{case.label or case.row['id']} {case.hardware} {case.kind} as {case.stack}: {case.row['model']} "
+             f"({case.detail}): published {_value(case, case.published)}, estimate {_value(case, estimate)} "
+             f"({100 * (estimate / case.published - 1):+.1f}%)",
+             f"  {BREAKDOWN_OF[case.kind]}: {_breakdown_text(terms(case))}"]
+    efficiencies = case.prepared.chip.efficiencies
+    lines.append("  the stack's fitted efficiencies: " + ", ".join(f"{k} {v:g}" for k, v in vars(efficiencies).items()))
+    layout = case.prepared.layout
+    for part, stack in case.prepared.parts().items():
+        if part != case.kind or stack is None:   # a decode row's figure is the step's, not its prompt's
+            continue
+        for traced, count in stack.kinds:
+            passes = f"forward {_ms(traced.forward.total)} ({_breakdown_text(traced.forward.as_dict())})"
+            if part == "train":
+                passes += f", backward {_ms(traced.backward.total)} ({_breakdown_text(traced.backward.as_dict())})"
+            lines.append(f"  {part}: {count} layer(s) of one kind, each: {passes}; collectives "
+                         f"{_ms(plan.collectives_time(layout, traced))}")
+            lines += _op_lines(traced, top)
+        lines.append(f"  {part}: embedding {_ms(stack.first.forward.total)}, head {_ms(stack.last.forward.total)} "
+                     f"(forward)")
+    return lines
+
+
 TABLE_HEADER = '''"""Generated by benchmarks/calibration.py from benchmarks/published-trainium-rows.json; do not edit by hand.
 COLLECTIVES: the collective latencies of assumptions.py (seconds); EFFICIENCIES: stack -> generation ->
 parameter -> value (costmodel/stacks.py says what each parameter is and its bounds); ROWS: stack ->
@@ -727,7 +797,18 @@ def main():
     parser.add_argument("--no-cv", action="store_true",
                         help="skip the fit and the cross-validation: print the page as the written table prices it, "
                              "without the held-out errors; writes nothing")
+    parser.add_argument("--explain", nargs="+", metavar="ROW",
+                        help="print these rows' estimates term by term (explain()), as the written table prices "
+                             "them; writes nothing")
     args = parser.parse_args()
+    if args.explain:
+        rows = [row for row in json.loads(ROWS.read_text())["rows"] if row["id"] in args.explain]
+        missing = set(args.explain) - {row["id"] for row in rows}
+        if missing:
+            parser.error(f"no row {', '.join(sorted(missing))} in {ROWS.name}")
+        for case in build_cases(rows):
+            print("\n".join(explain(case)), end="\n\n")
+        return
     cases, table = evaluate()
     if args.no_cv:   # a quick look: the files need the fit and the held-out errors, so they are left as they are
         print(render(cases, table, population_scores(cases, {}), {}))

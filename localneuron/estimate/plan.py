@@ -114,14 +114,15 @@ class Stack:
         return [t for t, _ in self.kinds] + [self.first, self.last] + ([self.optimizer] if self.optimizer else [])
 
 
-def _collectives_time(layout: Layout, traced: TracedModule) -> float:
+def collectives_time(layout: Layout, traced: TracedModule) -> float:
+    """The tensor-parallel collectives one pass of `traced` issues, priced over the layout's tensor group."""
     group = layout.tensor_group()
     return sum(collectives.KINDS[kind](layout.chip, nbytes, group)
                for calls in traced.collectives.values() for kind, nbytes in calls)
 
 
 def _per_pass(layout: Layout, traced: TracedModule) -> Breakdown:
-    return traced.forward + traced.backward + Breakdown(collectives=_collectives_time(layout, traced))
+    return traced.forward + traced.backward + Breakdown(collectives=collectives_time(layout, traced))
 
 
 def _memory(parameters=0, gradients=0, optimizer=0, activations=0, kv_cache=0) -> dict:

@@ -11,16 +11,27 @@ from localneuron.costmodel import assumptions, stacks
 
 class Prepared:
     """A model traced for one request, ready to be priced (again, when the calibration refits an
-    assumption): answer() schedules its stacks under the assumptions as they stand."""
-    def __init__(self, model: dict, chip: Chip, layout: Layout, request: plan.Request, schedule):
+    assumption): answer() schedules its stacks under the assumptions as they stand; parts() names the stacks the
+    schedule prices, as it chooses them now (the calibration's --explain decomposes them)."""
+    def __init__(self, model: dict, chip: Chip, layout: Layout, request: plan.Request, schedule, parts=None):
         self.model, self.chip, self.layout, self.request, self._schedule = model, chip, layout, request, schedule
+        self._parts = parts
+
+    def parts(self) -> dict:
+        """What the schedule prices: {"train": stack}, or {"prefill": the prompt's stack, "decode": the step's
+        (None when only prefilling)}."""
+        return self._parts() if self._parts else {}
 
     def answer(self) -> dict:
         return _answer(dict(self.model), self._schedule(), self.chip, self.layout, self.request)
 
     def metric(self, name: str) -> float:
         """One figure of the answer ("step_s", "ttft_s"...), without the rest of it (the calibration's refits)."""
-        return self._schedule()[name]
+        return self.priced()[name]
+
+    def priced(self) -> dict:
+        """The schedule's result as the assumptions price it now (its figures and breakdown, before the answer)."""
+        return self._schedule()
 
 
 def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> Prepared:
@@ -31,6 +42,9 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
 
             def schedule():
                 return plan.schedule_train(stack, layout, request)
+
+            def parts():
+                return {"train": stack}
         else:
             # the recipe runs the prompt sequence parallel when that is faster (long prompts: the norms
             # shrink by tp; short ones: the ring all-gathers' latency outweighs it)
@@ -48,15 +62,20 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
                 total += request.output_len
             kv_cache = recipe.kv_cache_bytes(arch, layout, request.decoding(), positions(total))
 
+            def prompt():
+                return min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
+
             def schedule():
-                prefill = min(prompts, key=lambda stack: plan.schedule_forward(stack, layout).total)
-                return plan.schedule_inference(prefill, decode, layout, request, kv_cache)
+                return plan.schedule_inference(prompt(), decode, layout, request, kv_cache)
+
+            def parts():
+                return {"prefill": prompt(), "decode": decode}
     model = {"model_type": arch.model_type, "built_with": "localneuron's builder: the model as a tuned recipe runs it",
              "recipe": recipe.describe(request), "parameters": arch.parameters, "layers": arch.layers,
              "hidden_size": arch.hidden, "heads": arch.heads, "kv_heads": arch.kv_heads, "vocab_size": arch.vocab,
              "experts": arch.experts.count if arch.experts else 0,
              "moe_layers": len(arch.moe_layers), "active_parameters": arch.active_parameters}
-    return Prepared(model, chip, layout, request, schedule)
+    return Prepared(model, chip, layout, request, schedule, parts)
 
 
 def estimate(arch: Architecture, chip: Chip, layout: Layout, request: plan.Request) -> dict:

@@ -118,3 +118,37 @@ def test_the_kinds_that_meet_the_targets_keep_meeting_them(evaluated):
     for kind in (("trn1", "decode"), ("trn1", "train")):
         assert populations[(*kind, stacks.DEFAULT)]["mae"] <= calibration.TARGETS["default stack"], kind
     assert table[("trn1", "kernel")]["mae"] <= calibration.TARGETS["default stack"]
+
+
+def _case(row_id: str, stack: str | None = None) -> "calibration.Case":
+    row = next(r for r in json.loads(calibration.ROWS.read_text())["rows"] if r["id"] == row_id)
+    population = calibration.population_of(row)
+    case = calibration.model_case(row, stack or (stacks.judged_by(population, row["kind"]) or [stacks.DEFAULT])[0])
+    calibration.price([case])
+    return case
+
+
+@pytest.mark.parametrize("row_id, figure", [("R066", "ttft_s"), ("R065", "tpot_s"), ("R057", "step_s")])
+def test_explain_splits_a_rows_estimate_into_parts_that_add_up_to_it(row_id, figure):
+    # --explain: the decomposition the worst rows are read with (issue 33); its parts are the schedule's own
+    case = _case(row_id)
+    assert calibration.BREAKDOWN_OF[case.kind] == figure
+    assert sum(calibration.terms(case).values()) == pytest.approx(case.prepared.metric(figure), rel=1e-9)
+    lines = calibration.explain(case)
+    assert lines[0].startswith(f"{row_id} trn1 {case.kind} as {case.stack}: ")
+    assert f"({100 * case.error:+.1f}%)" in lines[0]
+    kind = {"ttft_s": "prefill", "tpot_s": "decode", "step_s": "train"}[figure]
+    layers = [line for line in lines if line.startswith(f"  {kind}: ") and "layer(s)" in line]
+    assert layers and all(not line.startswith(("  prefill: ", "  decode: ", "  train: ")) or
+                          line.startswith(f"  {kind}: ") for line in lines)
+    assert sum(int(line.split()[1]) for line in layers) == case.prepared.parts()[kind].layers
+
+
+def test_explain_lists_a_layers_ops_by_engine_time_largest_first():
+    case = _case("R078")   # Transformers NeuronX's prompt: the scores taken whole, masked and softmaxed as ops of their own
+    lines = calibration.explain(case, top=4)
+    ops = [line for line in lines if line.endswith("GFLOP")]
+    assert len(ops) == 4
+    times = [float(line.split()[0]) for line in ops]
+    assert times == sorted(times, reverse=True)
+    assert any("aten::_softmax [Rows] (1, 2, 8192, 8192)" in line for line in ops)
