@@ -68,6 +68,9 @@ CATEGORIES = {
     "hardware-only": "the test needs Trainium itself: /dev/neuron, the real Neuron runtime, NEFF files",
     "superseded": "TorchNeuron's 2.34 documentation states other behaviour than the test (the reason quotes the page)",
     "environment": "the suite's own set-up behaves otherwise off Trainium (the reason says where)",
+    "asynchronous-only": "the test checks what TorchNeuron does only with ops queued, so under NEURON_LAUNCH_BLOCKING=1 "
+                         "it fails on TorchNeuron too (the reason cites its source); expected to fail in the blocking "
+                         "mode alone",
     "open": "a difference not settled yet: a localneuron defect, or a choice of localneuron's no public page decides "
             "(the reason names the cause)",
 }
@@ -409,6 +412,9 @@ def checked_entry(test, entry, where: str) -> dict:
                             f"({', '.join(MODES)}) to one of them (a mode not named passes)")
     if entry["category"] not in CATEGORIES:
         raise refuse(where, f"{what}: category {entry['category']!r} is none of {', '.join(CATEGORIES)}")
+    if entry["category"] == "asynchronous-only" and per_mode.keys() != {"blocking"}:
+        raise refuse(where, f"{what}: an asynchronous-only test must pass in the asynchronous mode: its outcome names "
+                            "the blocking mode alone")
     if not isinstance(entry["reason"], str) or not entry["reason"].strip():
         raise refuse(where, f"{what}: its reason must say why the test does not pass")
     return entry

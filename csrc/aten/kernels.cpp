@@ -3,6 +3,7 @@
 #include "aten/counted_impl.h"
 #include "executor/executor.h"
 #include "executor/execution.h"
+#include "executor/python_bridge.h"
 #include "runtime/alias.h"
 #include "runtime/allocator.h"
 #include "runtime/device_state.h"
@@ -43,30 +44,36 @@ constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
 
 std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_copies{0};
 
-void check_memory_format(const char* op, std::optional<c10::MemoryFormat> format) {
+// TorchNeuron's contiguous and _to_copy kernels refuse the channels-last formats ("Neuron tensors only support
+// contiguous or preserve memory format": its python_ops/contiguous.py and to_copy.py); the refusal is a failed Neuron
+// implementation, so the op runs as a CPU fallback, or raises under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1
+// (the policy's on_kernel_refusal decides and accounts it). The device's memory is the host's, so the fallback's
+// result is what the kernel below computes. Its other kernels (empty, empty_like, clone, resize_) keep the format.
+// Whether the call was refused (and so is a CPU fallback, not a call of the device's kernel).
+bool refuse_channels_last(const c10::OperatorHandle& op, std::optional<c10::MemoryFormat> format) {
   const auto f = format.value_or(c10::MemoryFormat::Contiguous);
-  TORCH_CHECK(f == c10::MemoryFormat::Contiguous || f == c10::MemoryFormat::Preserve, op,
-              ": Neuron tensors only support contiguous or preserve memory format (got ", f,
-              "). Keep tensors in torch.contiguous_format on the neuron device.");
+  if (f != c10::MemoryFormat::ChannelsLast && f != c10::MemoryFormat::ChannelsLast3d) return false;
+  const std::string& name = op.schema().name();
+  std::ostringstream reason;
+  reason << name << ": Neuron tensors only support contiguous or preserve memory format (got " << f << ")";
+  report_kernel_refusal(name.c_str(), reason.str());
+  return true;
 }
 
-// Neuron tensors have no channels_last layout. Structured kernels ask for one when an input merely has
-// channels-last strides; they get the contiguous layout. Explicit requests are refused where the user
-// makes them (_to_copy here, clone/contiguous in the op policy).
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout>, std::optional<c10::Device> device,
-                               std::optional<bool>, std::optional<c10::MemoryFormat>) {
+                               std::optional<bool>, std::optional<c10::MemoryFormat> format) {
   count_kernel_call(CountedKernel::EmptyMemoryFormat);
   const c10::DeviceGuard guard(c10::device_or_default(device));
   return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype),
-                                   c10::MemoryFormat::Contiguous);
+                                   format);
 }
 
 at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                    std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
                    std::optional<c10::MemoryFormat> format) {
-  check_memory_format("_to_copy", format);
-  count_kernel_call(CountedKernel::ToCopy);
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::_to_copy", "");
+  if (!refuse_channels_last(op, format)) count_kernel_call(CountedKernel::ToCopy);
   return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
 }
 
@@ -98,7 +105,6 @@ void wait_for_device(const at::Tensor& t) {
 }
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> format) {
-  check_memory_format("resize_", format);
   count_kernel_call(CountedKernel::Resize);
   wait_for_device(self);
   const c10::DeviceGuard guard(self.device());
@@ -253,10 +259,11 @@ void refuse_nested(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
                 op);
 }
 
-// TorchNeuron's contiguous takes preserve_format as contiguous_format, the one layout neuron tensors keep (PyTorch's
-// composite refuses preserve_format on every device); registered for autograd too, so the clone it makes keeps its
-// gradient as the composite's does.
+// TorchNeuron's contiguous takes preserve_format as contiguous_format (PyTorch's composite refuses preserve_format
+// on every device); registered for autograd too, so the clone it makes keeps its gradient as the composite's does.
 at::Tensor contiguous(const at::Tensor& self, c10::MemoryFormat format) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::contiguous", "");
+  refuse_channels_last(op, format);
   return at::native::contiguous(self, format == c10::MemoryFormat::Preserve ? c10::MemoryFormat::Contiguous : format);
 }
 

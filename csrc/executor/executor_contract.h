@@ -41,6 +41,10 @@ struct ExecutorCallbacks {
   // on_device_failure(executable_id, op, args, kwargs, message) -> result or raises: the host kernel
   // of a device-route executable raised `message`.
   pybind11::object on_device_failure;
+  // on_kernel_refusal(op_name, reason) -> None or raises: a kernel of the device's own (aten/kernels.cpp) met a call
+  // TorchNeuron's Neuron implementation refuses; the policy raises (fallback disabled) or accounts a CPU fallback,
+  // and the kernel then computes what the host would (the device's memory is the host's).
+  pybind11::object on_kernel_refusal;
 };
 
 }  // namespace localneuron

@@ -86,7 +86,8 @@ void install_callbacks(ExecutorCallbacks installed) {
   TORCH_CHECK(g_callbacks == nullptr,
               "the localneuron executor's callbacks are already installed; they are installed once, at device "
               "registration (localneuron/device/registration.py)");
-  for (const py::object* fn : {&installed.on_miss, &installed.run_python, &installed.on_device_failure}) {
+  for (const py::object* fn :
+       {&installed.on_miss, &installed.run_python, &installed.on_device_failure, &installed.on_kernel_refusal}) {
     TORCH_CHECK(PyCallable_Check(fn->ptr()), "install_executor: every callback must be callable");
   }
   g_callbacks = new ExecutorCallbacks(std::move(installed));
@@ -107,6 +108,12 @@ void run_python_route(int64_t executable_id, const c10::OperatorHandle& op, torc
 void recover_device_failure(int64_t executable_id, const c10::OperatorHandle& op, torch::jit::Stack* stack,
                             size_t begin, const char* message) {
   call_with_op(callbacks().on_device_failure, executable_id, op, stack, begin, message);
+}
+
+void report_kernel_refusal(const char* op_name, const std::string& reason) {
+  const ExecutorCallbacks& cb = callbacks();
+  py::gil_scoped_acquire gil;
+  cb.on_kernel_refusal(py::str(op_name), py::str(reason));
 }
 
 }  // namespace localneuron

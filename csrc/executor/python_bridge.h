@@ -7,6 +7,7 @@
 #include <ATen/core/stack.h>
 
 #include <cstdint>
+#include <string>
 
 namespace localneuron {
 
@@ -21,5 +22,8 @@ void run_python_route(int64_t executable_id, const c10::OperatorHandle& op, torc
 // on_device_failure: replaces the arguments stack[begin:] by the results, or raises.
 void recover_device_failure(int64_t executable_id, const c10::OperatorHandle& op, torch::jit::Stack* stack,
                             size_t begin, const char* message);
+
+// on_kernel_refusal: returns when the call is to run as a CPU fallback, else raises the policy's error.
+void report_kernel_refusal(const char* op_name, const std::string& reason);
 
 }  // namespace localneuron

@@ -114,23 +114,6 @@ def uses_64bit(args, kwargs, ignore_int64: bool = False, device_type: str = "neu
                or (isinstance(x, torch.dtype) and x in wide) for x in flat)
 
 
-# c10::MemoryFormat values; the executor hands enum arguments to Python as plain ints
-MEMORY_FORMAT_NAMES = {0: "torch.contiguous_format", 1: "torch.preserve_format", 2: "torch.channels_last",
-                       3: "torch.channels_last_3d"}
-
-
-def check_memory_format(schema, args, kwargs) -> None:
-    bound = bind(schema, args, kwargs)
-    for a in schema.arguments:
-        value = bound.get(a.name)
-        if "MemoryFormat" in str(a.real_type) and value is not None:
-            code = value if isinstance(value, int) else {torch.contiguous_format: 0, torch.preserve_format: 1}.get(value, 2)
-            if code not in (0, 1):
-                raise RuntimeError(f"{schema.name}: Neuron tensors only support contiguous or preserve memory format "
-                                   f"(got {MEMORY_FORMAT_NAMES.get(code, value)}). Keep tensors in "
-                                   "torch.contiguous_format on the neuron device.")
-
-
 def _to_meta(x):
     if isinstance(x, torch.Tensor) and x.device.type == "neuron":
         return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")

@@ -1,7 +1,8 @@
 """The errors for features Neuron does not have (the ops that raise them are marked in op_records.py).
 
-Layouts that never reach here (sparse and nested tensors on the device, forward-mode AD, channels_last)
-are refused in the C++ core (csrc/aten/kernels.cpp).
+Layouts that never reach here (sparse and nested tensors on the device, forward-mode AD) are refused in the C++
+core (csrc/aten/kernels.cpp), which also runs the channels-last requests TorchNeuron's contiguous and _to_copy refuse
+as CPU fallbacks.
 """
 SPARSE = "Sparse tensors are not supported on the neuron device. Keep sparse tensors on the CPU, or use dense tensors."
 NESTED = "Nested tensors are not supported on the neuron device. Pad the sequences into a dense tensor instead."

@@ -6,6 +6,7 @@ accepts, or gets it wrong, the device runs the replacement below for the signatu
 Each replacement computes in float32 what the CPU kernel would compute at full precision, or raises the error
 TorchNeuron raises where the CPU kernel's differs in type.
 """
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -215,6 +216,12 @@ def _convolution_backward(op, *args, **kwargs):
     return tuple(r if wanted else None for r, wanted in zip(results, _output_mask(args, kwargs)))
 
 
+# TorchNeuron's flash attention kernel takes sequences whose length is a multiple of this; others run its XLA/MLIR
+# implementation, and _native_multi_head_attention warns that they do (python_ops/native_multi_head_attention.py in
+# the source snapshot of 2026-04-21; no documentation page states it)
+FLASH_ATTENTION_SEQUENCE_MULTIPLE = 512
+
+
 def _native_multi_head_attention(op, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight,
                                  proj_bias, mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
     # TorchNeuron's kernel takes no mask tensor (checked first) and computes no attention weights; its second result
@@ -231,6 +238,11 @@ def _native_multi_head_attention(op, query, key, value, embed_dim, num_head, qkv
             "returns no attention weights). Pass need_weights=False; nn.MultiheadAttention calls this op in eval "
             "mode without gradients (its fast path) with need_weights=True unless told otherwise, so pass "
             "need_weights=False there too, or turn the fast path off: torch.backends.mha.set_fastpath_enabled(False).")
+    sequence = query.shape[1]
+    if sequence % FLASH_ATTENTION_SEQUENCE_MULTIPLE:  # the same result, by TorchNeuron's other implementation
+        warnings.warn(f"Sequence length {sequence} is not a multiple of {FLASH_ATTENTION_SEQUENCE_MULTIPLE}. Falling "
+                      "back to XLA/MLIR implementation instead of flash attention for better compatibility.",
+                      UserWarning, stacklevel=2)
     output, _ = op(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, None, False,
                    average_attn_weights, mask_type)
     return output, output.new_empty(0)

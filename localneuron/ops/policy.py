@@ -49,7 +49,6 @@ def classify(op, args, kwargs, device_type: str = "neuron") -> tuple[str, bool]:
     name = schema.name
     if name in UNSUPPORTED:
         raise NotImplementedError(f"{name}: {UNSUPPORTED[name]}")
-    arguments.check_memory_format(schema, args, kwargs)
     rule, listed = support.rule_for(name, arguments.dtypes_of(args, kwargs, device_type))
     if arguments.returns_view(schema):
         return tracking.VIEW, listed
@@ -224,10 +223,8 @@ def on_device_failure(executable_id, op, args, kwargs, message):
     if e.kind == tracking.FALLBACK:  # a queued fallback: the host's own error
         return fallback.run_on_host(op, args, kwargs)
     if read(ONLY_UNIMPLEMENTED_VAR):
-        raise RuntimeError(
-            f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute on "
-            f"Neuron (last implementation: localneuron device executor). Details: {message}. "
-            f"Args: [{_describe(args, {})}]. Kwargs: {sorted(kwargs)}")
+        raise _fallback_disabled(name, "localneuron device executor",
+                                 f"{message}. Args: [{_describe(args, {})}]. Kwargs: {sorted(kwargs)}")
     try:
         result = fallback.run_on_host(op, args, kwargs)  # a user error raises here, as it would on the host
     except IndexError as error:  # an error TorchNeuron's kernel raises as another type too (lowering_errors)
@@ -239,6 +236,23 @@ def on_device_failure(executable_id, op, args, kwargs, message):
     tracking.mark_fallback(executable_id)
     _warn_fallback(name)
     return result
+
+
+def on_kernel_refusal(name: str, reason: str) -> None:
+    """A kernel of the device's own met a call TorchNeuron's Neuron implementation refuses (csrc/aten/kernels.cpp:
+    a channels-last contiguous or _to_copy): unless told not to, TorchNeuron runs it as a CPU fallback, so it is
+    warned, listed and attributed as one; the kernel then computes what the host would."""
+    if read(ONLY_UNIMPLEMENTED_VAR):
+        raise _fallback_disabled(name, "localneuron device kernel", reason)
+    tracking.count_refused_call(name)
+    call_sites.record(call_sites.CPU_FALLBACK, name)
+    _warn_fallback(name)
+
+
+def _fallback_disabled(name: str, implementation: str, details: str) -> RuntimeError:
+    """TorchNeuron's error for a Neuron implementation that failed while its CPU fallback is disabled."""
+    return RuntimeError(f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute "
+                        f"on Neuron (last implementation: {implementation}). Details: {details}")
 
 
 def held_error_type(op_name: str, kernel_error_type: str, message: str):

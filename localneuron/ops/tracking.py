@@ -68,7 +68,7 @@ class Executable:
 
 _lock = threading.Lock()
 _executables: list[Executable] = []
-_fallback_after_failure: Counter = Counter()
+_refused_calls: Counter = Counter()  # tracked name -> calls a device kernel ran as a CPU fallback (count_refused_call)
 _warned: set[str] = set()
 
 
@@ -99,6 +99,13 @@ def mark_fallback(executable_id: int) -> None:
     _executables[executable_id].kind = FALLBACK
 
 
+def count_refused_call(name: str) -> None:
+    """A call of a kernel of the device's own that TorchNeuron's Neuron implementation refuses, run as a CPU fallback
+    (policy.on_kernel_refusal): listed with the fallbacks, as TorchNeuron lists it."""
+    with _lock:
+        _refused_calls[name] += 1
+
+
 def fused_name(executable_ids) -> str:
     """The name a fused operator (an Adaptive Eager run that ran as one) is tracked under: its ops' tracked names, in
     order, joined by '|' ("aten::add.Tensor|aten::mm"), as TorchNeuron's trackers list a concatenated op."""
@@ -127,6 +134,8 @@ def op_counts() -> dict[str, Counter]:
             else:  # issued before the last clear_op_tracking(), ran after it
                 counts[e.kind].pop(e.name, None)
         counts[NATIVE][fused_name(ids)] += runs
+    with _lock:
+        counts[FALLBACK].update(_refused_calls)
     return counts
 
 
@@ -161,6 +170,8 @@ def get_fallback_ops() -> list[str]:
 
 def clear_op_tracking() -> None:
     _C.reset_executable_calls()
+    with _lock:
+        _refused_calls.clear()
     _C.reset_fused_run_calls()
     line_time.clear()  # the time by source line covers the same calls as the per-op counts
     _C.reset_cross_device_errors()

@@ -1,4 +1,6 @@
 """Features Neuron does not have get clear errors, and the process stays usable."""
+import warnings
+
 import pytest
 import torch
 
@@ -53,20 +55,6 @@ def test_forward_mode_ad():
     usable()
 
 
-def test_channels_last():
-    x = torch.randn(2, 3, 4, 4, device="neuron")
-    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"):
-        x.contiguous(memory_format=torch.channels_last)
-    with pytest.raises(RuntimeError, match="only support contiguous or preserve memory format"):
-        x.to(memory_format=torch.channels_last)
-    with pytest.raises(RuntimeError, match="only support contiguous or preserve memory format"):
-        torch.randn(2, 3, 4, 4).to("neuron", memory_format=torch.channels_last)
-    # a tensor whose strides merely look channels-last is an ordinary strided tensor
-    y = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
-    torch.testing.assert_close(torch.cat([y, y]).cpu(), torch.cat([y.cpu(), y.cpu()]))
-    usable()
-
-
 def _native_mha_args(device):
     g = torch.Generator().manual_seed(0)
     embed, heads = 32, 4
@@ -111,3 +99,23 @@ def test_native_multi_head_attention_without_weights_or_mask_tensors():
     torch.testing.assert_close(got.cpu(), want)
     torch.testing.assert_close(slow.cpu(), want)
     assert slow_weights.shape == (2, 16, 16)
+
+
+def test_native_multi_head_attention_warns_when_the_sequence_does_not_fit_the_flash_kernel():
+    """TorchNeuron's flash attention kernel takes sequences of a multiple of 512 tokens; for others its
+    _native_multi_head_attention warns and runs its other implementation (the same result)."""
+    with pytest.warns(UserWarning, match=r"Sequence length 16 is not a multiple of 512\. Falling back"):
+        short, _ = torch.ops.aten._native_multi_head_attention(*_native_mha_args("neuron"), need_weights=False)
+    cpu, _ = torch.ops.aten._native_multi_head_attention(*_native_mha_args("cpu"), need_weights=False)
+    torch.testing.assert_close(short.cpu(), cpu)
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 1024, 8, generator=g)
+    weights = (torch.randn(24, 8, generator=g), torch.randn(24, generator=g), torch.randn(8, 8, generator=g),
+               torch.randn(8, generator=g))
+    args = (q, q, q, 8, 2, *weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fits, _ = torch.ops.aten._native_multi_head_attention(*(a.to("neuron") if isinstance(a, torch.Tensor) else a
+                                                                 for a in args), need_weights=False)
+    torch.testing.assert_close(fits.cpu(), torch.ops.aten._native_multi_head_attention(*args, need_weights=False)[0],
+                               rtol=1e-3, atol=1e-4)

@@ -218,6 +218,18 @@ def test_the_command_checks_a_saved_run_and_refuses_a_hostile_one(tmp_path):
     assert refused.returncode == 2 and "not JSON" in refused.stderr and "Traceback" not in refused.stderr
 
 
+def test_an_asynchronous_only_entry_must_pass_in_the_asynchronous_mode(tmp_path):
+    table = tmp_path / "table.py"
+    for outcome_of, accepted in (({"blocking": "failed"}, True), ("failed", False), ({"async": "failed"}, False),
+                                 ({"async": "failed", "blocking": "failed"}, False)):
+        suite.write_table(table, {FAILING: entry(outcome_of, "asynchronous-only", "fuses only queued ops")})
+        if accepted:
+            assert suite.load_table(table)[FAILING]["category"] == "asynchronous-only"
+        else:
+            with pytest.raises(suite.SuiteError, match="must pass in the asynchronous mode"):
+                suite.load_table(table)
+
+
 def test_the_committed_table_is_well_formed_and_every_reason_is_written():
     table = suite.load_table(suite.EXPECTED_TABLE)
     assert table, f"{suite.EXPECTED_TABLE} is empty or missing"
