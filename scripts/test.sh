@@ -40,6 +40,11 @@ phase() {  # NAME COMMAND...: runs it, keeps a failure's status, prints how long
 }
 phase setup bash scripts/setup.sh
 [[ $status -eq 0 ]] || exit "$status"
+# one compile cache for both passes and their workers (tests/support/compile_models.py), removed at exit
+LOCALNEURON_TEST_COMPILE_CACHE="$(mktemp -d)"
+export LOCALNEURON_TEST_COMPILE_CACHE
+cleanup() { rm -rf "$LOCALNEURON_TEST_COMPILE_CACHE" ${logs:+"$logs"}; }
+trap cleanup EXIT
 phase asynchronous python3 -m pytest -q -ra --durations=15 -n 2 --dist loadgroup tests "$@"
 phase blocking env NEURON_LAUNCH_BLOCKING=1 python3 -m pytest -q -ra --durations=15 -n 2 --dist loadgroup tests -m "not slow and not mode_independent" "$@"
 # extra -> its pytest arguments (each extra has a virtual environment of its own: scripts/extra_env.sh)
@@ -57,7 +62,6 @@ if [[ $# -eq 0 ]]; then
     [[ -z "$extra_python" ]] || extra_pythons[$extra]="$extra_python"
   done
   logs="$(mktemp -d)"
-  trap 'rm -rf "$logs"' EXIT
   extras_ticks="$(cpu_ticks)"
   for extra in "${!extra_pythons[@]}"; do
     ( started=$SECONDS

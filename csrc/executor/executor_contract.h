@@ -1,6 +1,6 @@
 // The contract between the C++ executor and its Python policy (localneuron/ops/policy.py), defined
 // once here. Python sees Route as localneuron._C.Route and installs the callbacks with
-// localneuron._C.install_executor(on_miss=..., run_python=..., on_device_failure=...), exactly once.
+// localneuron._C.install_executor(on_miss=..., run_python=..., on_device_failure=..., on_kernel_refusal=...), once.
 #pragma once
 #include <pybind11/pybind11.h>
 

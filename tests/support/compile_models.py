@@ -1,19 +1,31 @@
 """Small models and the shared compile-cache fixture for the torch.compile(backend="neuron") tests.
 
 The models are tiny so that a cold compile stays short; every test module shares one temporary
-TORCH_NEURONX_NEFF_CACHE_DIR, so a graph that several tests compile is generated only once.
+TORCH_NEURONX_NEFF_CACHE_DIR, so a graph that several tests compile is generated only once. scripts/test.sh gives
+both of its passes and their workers one such directory (LOCALNEURON_TEST_COMPILE_CACHE, made for the run and removed
+after it), so a graph is generated once per run; the cache's own behaviour is tested with caches of the tests' own
+(compile/test_compile_cache*.py).
 """
+import os
+import pathlib
+
 import pytest
 import torch
 import torch.nn as nn
 
+SHARED_BY_THE_RUN = "LOCALNEURON_TEST_COMPILE_CACHE"
+
 
 @pytest.fixture(scope="session")
 def compile_cache(tmp_path_factory):
+    shared = os.environ.get(SHARED_BY_THE_RUN)
     with pytest.MonkeyPatch.context() as mp:
-        directory = tmp_path_factory.mktemp("neff_cache")
+        directory = pathlib.Path(shared) / "neff_cache" if shared else tmp_path_factory.mktemp("neff_cache")
+        locks = pathlib.Path(shared) / "neff_locks" if shared else tmp_path_factory.mktemp("neff_locks")
+        for made in (directory, locks):
+            made.mkdir(mode=0o700, exist_ok=True)
         mp.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(directory))
-        mp.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(tmp_path_factory.mktemp("neff_locks")))
+        mp.setenv("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", str(locks))
         yield directory
 
 
