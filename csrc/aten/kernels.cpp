@@ -44,20 +44,19 @@ constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
 
 std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0}, g_copies{0};
 
-// TorchNeuron's contiguous and _to_copy kernels refuse the channels-last formats ("Neuron tensors only support
-// contiguous or preserve memory format": its python_ops/contiguous.py and to_copy.py); the refusal is a failed Neuron
-// implementation, so the op runs as a CPU fallback, or raises under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1
-// (the policy's on_kernel_refusal decides and accounts it). The device's memory is the host's, so the fallback's
-// result is what the kernel below computes. Its other kernels (empty, empty_like, clone, resize_) keep the format.
-// Whether the call was refused (and so is a CPU fallback, not a call of the device's kernel).
-bool refuse_channels_last(const c10::OperatorHandle& op, std::optional<c10::MemoryFormat> format) {
+// TorchNeuron's contiguous and _to_copy refuse the channels-last formats ("Neuron tensors only support contiguous or
+// preserve memory format", source snapshot of 2026-04-21). Its contiguous, registered in C++, raises the refusal
+// (csrc/ops/InternalOps.cpp's contiguous_internal); its _to_copy's Neuron implementation fails with it, so the call
+// runs as a CPU fallback, or raises under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 (the policy's
+// on_kernel_refusal decides and accounts it; the device's memory is the host's, so the fallback's result is what
+// the kernel then computes). Its other kernels (empty, empty_like, clone, resize_) keep the format.
+std::optional<std::string> channels_last_refusal(const c10::OperatorHandle& op, std::optional<c10::MemoryFormat> format) {
   const auto f = format.value_or(c10::MemoryFormat::Contiguous);
-  if (f != c10::MemoryFormat::ChannelsLast && f != c10::MemoryFormat::ChannelsLast3d) return false;
-  const std::string& name = op.schema().name();
+  if (f != c10::MemoryFormat::ChannelsLast && f != c10::MemoryFormat::ChannelsLast3d) return std::nullopt;
   std::ostringstream reason;
-  reason << name << ": Neuron tensors only support contiguous or preserve memory format (got " << f << ")";
-  report_kernel_refusal(name.c_str(), reason.str());
-  return true;
+  reason << op.schema().name() << ": Neuron tensors only support contiguous or preserve memory format (got " << f
+         << ")";
+  return reason.str();
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -73,7 +72,9 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
                    std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
                    std::optional<c10::MemoryFormat> format) {
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::_to_copy", "");
-  if (!refuse_channels_last(op, format)) count_kernel_call(CountedKernel::ToCopy);
+  const auto refusal = channels_last_refusal(op, format);
+  if (refusal) report_kernel_refusal(op.schema().name().c_str(), *refusal);  // a CPU fallback, or raises
+  else count_kernel_call(CountedKernel::ToCopy);
   return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
 }
 
@@ -263,7 +264,9 @@ void refuse_nested(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 // on every device); registered for autograd too, so the clone it makes keeps its gradient as the composite's does.
 at::Tensor contiguous(const at::Tensor& self, c10::MemoryFormat format) {
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::contiguous", "");
-  refuse_channels_last(op, format);
+  const auto refusal = channels_last_refusal(op, format);
+  TORCH_CHECK(!refusal, *refusal, ". Keep neuron tensors in torch.contiguous_format, or call clone(memory_format=...), "
+              "which keeps the format.");
   return at::native::contiguous(self, format == c10::MemoryFormat::Preserve ? c10::MemoryFormat::Contiguous : format);
 }
 

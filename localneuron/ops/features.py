@@ -1,8 +1,8 @@
 """The errors for features Neuron does not have (the ops that raise them are marked in op_records.py).
 
 Layouts that never reach here (sparse and nested tensors on the device, forward-mode AD) are refused in the C++
-core (csrc/aten/kernels.cpp), which also runs the channels-last requests TorchNeuron's contiguous and _to_copy refuse
-as CPU fallbacks.
+core (csrc/aten/kernels.cpp), which also refuses channels-last contiguous() as TorchNeuron does and runs the
+channels-last _to_copy its Neuron implementation refuses as a CPU fallback.
 """
 SPARSE = "Sparse tensors are not supported on the neuron device. Keep sparse tensors on the CPU, or use dense tensors."
 NESTED = "Nested tensors are not supported on the neuron device. Pad the sequences into a dense tensor instead."

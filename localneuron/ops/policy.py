@@ -240,8 +240,8 @@ def on_device_failure(executable_id, op, args, kwargs, message):
 
 def on_kernel_refusal(name: str, reason: str) -> None:
     """A kernel of the device's own met a call TorchNeuron's Neuron implementation refuses (csrc/aten/kernels.cpp:
-    a channels-last contiguous or _to_copy): unless told not to, TorchNeuron runs it as a CPU fallback, so it is
-    warned, listed and attributed as one; the kernel then computes what the host would."""
+    a channels-last _to_copy): unless told not to, TorchNeuron runs it as a CPU fallback, so it is warned, listed and
+    attributed as one; the kernel then computes what the host would."""
     if read(ONLY_UNIMPLEMENTED_VAR):
         raise _fallback_disabled(name, "localneuron device kernel", reason)
     tracking.count_refused_call(name)

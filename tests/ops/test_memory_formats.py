@@ -1,7 +1,7 @@
 """Channels-last memory formats, as TorchNeuron runs them: empty, empty_like, clone and resize_ keep the format on the
-device; contiguous and _to_copy refuse it in their Neuron implementation, so they run as CPU fallbacks (warned,
-listed), or raise TorchNeuron's error under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Every result has the
-CPU's values and strides."""
+device; contiguous refuses it (its C++ contiguous raises); _to_copy's Neuron implementation refuses it, so the call runs
+as a CPU fallback (warned, listed), or raises TorchNeuron's error under
+TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Every result has the CPU's values and strides."""
 import warnings
 
 import pytest
@@ -62,24 +62,39 @@ def test_allocation_clone_and_resize_keep_the_format_on_the_device(rank, fallbac
 
 
 @pytest.mark.parametrize("rank", sorted(FORMATS))
-@pytest.mark.parametrize("op", ["contiguous", "to", "to from the host"])
-def test_contiguous_and_to_copy_run_a_channels_last_request_as_a_cpu_fallback(rank, op, fallback_allowed):
+@pytest.mark.parametrize("op", ["to", "to from the host"])
+def test_to_copy_runs_a_channels_last_request_as_a_cpu_fallback(rank, op, fallback_allowed):
     memory_format = FORMATS[rank]
     x, d = cpu_and_neuron(rank)
-    run = {"contiguous": lambda t: t.contiguous(memory_format=memory_format),
-           "to": lambda t: t.to(memory_format=memory_format),
+    run = {"to": lambda t: t.to(memory_format=memory_format),
            "to from the host": lambda t: x.to(t.device, memory_format=memory_format)}[op]
-    listed = "aten::contiguous" if op == "contiguous" else "aten::_to_copy"
     torch_neuronx.clear_op_tracking()
-    with pytest.warns(UserWarning, match=f"Operator '{listed}' executed via CPU fallback"):
+    with pytest.warns(UserWarning, match="Operator 'aten::_to_copy' executed via CPU fallback"):
         got = run(d)
-    assert torch_neuronx.get_fallback_ops() == [listed]
-    assert listed not in torch_neuronx.get_executed_ops()  # (read before .cpu(), itself an _to_copy)
+    assert torch_neuronx.get_fallback_ops() == ["aten::_to_copy"]
+    assert "aten::_to_copy" not in torch_neuronx.get_executed_ops()  # (read before .cpu(), itself an _to_copy)
     same_layout_and_values(got, run(x))
     run(d)
-    assert torch_neuronx.get_fallback_ops() == [listed]  # each call is a fallback; the list holds names
+    assert torch_neuronx.get_fallback_ops() == ["aten::_to_copy"]  # each call is a fallback; the list holds names
     torch_neuronx.clear_op_tracking()
     assert torch_neuronx.get_fallback_ops() == []
+
+
+@pytest.mark.parametrize("rank", sorted(FORMATS))
+@pytest.mark.parametrize("fallback_only", [None, "1"])
+def test_contiguous_refuses_a_channels_last_request(rank, fallback_only, monkeypatch):
+    """TorchNeuron's contiguous raises the refusal itself, whether or not the CPU fallback is allowed; a tensor that
+    requires grad is refused alike, and the device stays usable."""
+    memory_format = FORMATS[rank]
+    if fallback_only:
+        monkeypatch.setenv(ONLY_UNIMPLEMENTED, fallback_only)
+    else:
+        monkeypatch.delenv(ONLY_UNIMPLEMENTED, raising=False)
+    _, d = cpu_and_neuron(rank)
+    for t in (d, d.clone().requires_grad_()):
+        with pytest.raises(RuntimeError, match=f"aten::contiguous: {REFUSED}"):
+            t.contiguous(memory_format=memory_format)
+    assert (d.contiguous() + 1).shape == d.shape
 
 
 def test_the_contiguous_and_preserve_formats_stay_on_the_device(fallback_allowed):
@@ -97,10 +112,9 @@ def test_fallback_disabled_makes_the_refusal_torchneurons_error(rank, monkeypatc
     """Read at each call, as TorchNeuron's tests set it inside a test."""
     memory_format = FORMATS[rank]
     x, d = cpu_and_neuron(rank)
-    d.contiguous(memory_format=memory_format)  # the same calls, allowed first: nothing about them is kept
+    d.to(memory_format=memory_format)  # the same call, allowed first: nothing about it is kept
     monkeypatch.setenv(ONLY_UNIMPLEMENTED, "1")
-    for call, name in ((lambda: d.contiguous(memory_format=memory_format), "aten::contiguous"),
-                       (lambda: d.to(memory_format=memory_format), "aten::_to_copy"),
+    for call, name in ((lambda: d.to(memory_format=memory_format), "aten::_to_copy"),
                        (lambda: x.to("neuron", memory_format=memory_format), "aten::_to_copy")):
         with pytest.raises(RuntimeError, match=rf"CPU fallback disabled because {ONLY_UNIMPLEMENTED}=1\. Operation "
                                                rf"{name} failed to execute on Neuron .*{REFUSED}"):
@@ -108,10 +122,10 @@ def test_fallback_disabled_makes_the_refusal_torchneurons_error(rank, monkeypatc
     same_layout_and_values(d.clone(memory_format=memory_format), x.clone(memory_format=memory_format))
     monkeypatch.setenv(ONLY_UNIMPLEMENTED, "perhaps")
     with pytest.raises(ConfigurationError, match=f"{ONLY_UNIMPLEMENTED}='perhaps' is not valid"):
-        d.contiguous(memory_format=memory_format)
+        d.to(memory_format=memory_format)
 
 
-def test_gradients_flow_through_a_channels_last_contiguous(fallback_allowed):
+def test_gradients_flow_through_a_channels_last_to(fallback_allowed):
     x, d = cpu_and_neuron(4)
     weights = torch.randn(shape(4), generator=torch.Generator().manual_seed(9))
     grads = []
@@ -119,7 +133,7 @@ def test_gradients_flow_through_a_channels_last_contiguous(fallback_allowed):
         leaf = t.clone().requires_grad_()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            y = leaf.contiguous(memory_format=torch.channels_last)
+            y = leaf.to(memory_format=torch.channels_last)
         assert y.is_contiguous(memory_format=torch.channels_last)
         (y * w).sum().backward()
         grads.append(leaf.grad)
