@@ -163,6 +163,13 @@ def _target(row: dict):
     return chip("trn2" if row["hardware"].startswith("trn2") else "trn1")
 
 
+# rows whose source compiled the context encoding for a longest prompt shorter than the row's seq (the length their
+# prompts are bucketed up to, stacks.prompt_tokens()): the NxD
+# Inference Llama-3.3-70B tutorial (libraries/nxd-inference/tutorials/trn2-llama3.3-70b-tutorial.rst at the rows'
+# commits) compiles with --max-context-length 12288 --seq-len 12800 --enable-bucketing
+MAX_CONTEXT = {"R215": 12288, "R217": 12288}
+
+
 def model_case(row: dict, stack: str) -> Case:
     kind, layout, workload = row["kind"], row["layout"], row["workload"]
     target = dataclasses.replace(_target(row), stack=stack)
@@ -188,10 +195,14 @@ def model_case(row: dict, stack: str) -> Case:
         compiled = workload.get("compiled_batch_size")
         # the sequence length the serving graphs were compiled for (the row's seq), given where the stack compiles
         # for that one length (stacks.compiled_tokens): elsewhere the prompt runs as it comes
-        padded = stacks.STACKS[stack].pads_to_compiled_length and workload.get("seq")
+        # (or pads a prompt to its context-encoding buckets, stacks.prompt_tokens(): a decode step is not padded)
+        padded = (stacks.STACKS[stack].pads_to_compiled_length or stacks.STACKS[stack].context_buckets) and workload.get("seq")
+        if kind == "decode" and not stacks.STACKS[stack].pads_to_compiled_length:
+            padded = False
         request = plan.Request(mode=kind, batch=workload["batch"], compiled_batch=compiled,
                                input_len=workload["input_len"], output_len=workload["output_len"],
-                               weights=_weights(workload), compiled_seq=workload["seq"] if padded else None)
+                               weights=_weights(workload),
+                               compiled_seq=MAX_CONTEXT.get(row["id"], workload["seq"]) if padded else None)
         grid = Layout.make(target, layout["nodes"], layout["tp"], 1, 1)
         case.detail = (f"tp={layout['tp']}, batch {request.batch}{f' (compiled for {compiled})' if compiled else ''}, "
                        f"{request.input_len} in / {request.output_len} out"

@@ -70,13 +70,16 @@ class Stack:
     and every block runs whole; None: the experts run one grouped GEMM over the tokens routed to them.
     `materialises_prompt_scores`: the stack encodes a prompt with no fused attention kernel: the scores of every
     query position against every key (each kv head repeated for its query heads) are computed whole, masked, run
-    through a softmax and multiplied by the values, each a separate op of the graph; False: the fused kernel."""
+    through a softmax and multiplied by the values, each a separate op of the graph; False: the fused kernel.
+    `context_buckets`: whose default context-encoding buckets the stack compiles (context_buckets()): a prompt is
+    encoded padded to the smallest bucket that holds it (prompt_tokens()); None: at its own length."""
     description: str
     stands_for: tuple
     tuned: bool
     pads_to_compiled_length: bool = False
     moe_prefill_block: int | None = None
     materialises_prompt_scores: bool = False
+    context_buckets: str | None = None
 
 
 STACKS = {
@@ -84,7 +87,7 @@ STACKS = {
                    "tuned libraries' published rows stand for it (NeuronX Distributed and NeMo-Megatron training, NxD "
                    "Inference serving, Transformers NeuronX token generation)",
                    (("nxd", ("train",)), ("nemo-megatron", ("train",)), ("nxd-inference", ("prefill", "decode")),
-                    ("transformers-neuronx", ("decode",))), tuned=True),
+                    ("transformers-neuronx", ("decode",))), tuned=True, context_buckets="nxd-inference"),
     # Transformers NeuronX 0.10 (SDK 2.18.0 and 2.18.1: aws-neuron/transformers-neuronx 7a30b42 and 0623de2) encodes
     # a prompt with plain HLO, in either attention layout (layers/attention.py, BSH; attention_hsb.py, HSB): score()
     # repeats the kv heads (hlo.repeat_kv) and takes S = Q K^T whole, mask() selects -30000 where masked,
@@ -95,7 +98,7 @@ STACKS = {
                                   "encoding included: long prompts of its Llama-2 samples ran 1.6-4.5x slower than "
                                   "the same library's Llama-3 samples of the same shape one release later",
                                   (("transformers-neuronx", ("prefill", "decode")),), tuned=False,
-                                  materialises_prompt_scores=True),
+                                  materialises_prompt_scores=True, context_buckets="transformers-neuronx"),
     # optimum-neuron's NxD backend compiles its context-encoding and token-generation graphs for one length: its
     # models' _get_neuron_config never sets enable_bucketing, which NxDNeuronConfig defaults to False, and without it
     # create_context_encoding_wrapper and create_token_generation_wrapper take generate_buckets(sequence_length,
@@ -206,3 +209,34 @@ def refitted(table: dict):
     finally:
         _fitted = saved
         _resolved.clear()
+
+
+def context_buckets(rule: str, compiled_seq: int) -> list[int]:
+    """The prompt lengths a library compiles its context-encoding graph for by default, given the longest context it
+    was compiled for. NxD Inference with bucketing enabled (aws-neuron/neuronx-distributed-inference,
+    modules/autobucketing.py generate_buckets(128, max_context_length)): the powers of two from 128 up to the one
+    nearest log2 of the maximum, then the maximum; Transformers NeuronX (bucket.context_sizes over the n_positions
+    token buckets): half of each power-of-two token bucket from 128, and half the maximum."""
+    if rule == "nxd-inference":
+        if compiled_seq <= 128:
+            return [compiled_seq]
+        return [2 ** i for i in range(7, round(math.log2(compiled_seq)))] + [compiled_seq]
+    if rule == "transformers-neuronx":
+        tokens, size = [], 128
+        while size < compiled_seq:
+            tokens.append(size)
+            size *= 2
+        return [t // 2 for t in tokens + [compiled_seq]]
+    raise ValueError(rule)
+
+
+def prompt_tokens(stack: str, tokens: int, compiled_seq: int | None) -> int:
+    """The positions a prompt of `tokens` is encoded at, given the longest context the graphs were compiled for
+    (`compiled_seq`; None: not given, the prompt as it comes): that length for a stack compiled for it alone, else
+    the smallest of the stack's context buckets that holds the prompt (context_buckets())."""
+    if compiled_seq and STACKS[check(stack)].pads_to_compiled_length:
+        return max(tokens, compiled_seq)
+    rule = STACKS[check(stack)].context_buckets
+    if not (rule and compiled_seq):
+        return tokens
+    return next((b for b in context_buckets(rule, compiled_seq) if b >= tokens), tokens)

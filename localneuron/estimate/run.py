@@ -52,7 +52,8 @@ def prepare(arch: Architecture, chip: Chip, layout: Layout, request: plan.Reques
             # attention at that length (stacks.compiled_tokens)
             def positions(tokens):
                 return stacks.compiled_tokens(chip.stack, tokens, request.compiled_seq)
-            prompts = [recipe.inference_stack(arch, layout, request, positions(request.input_len), 0, sequence_parallel)
+            prompt = stacks.prompt_tokens(chip.stack, request.input_len, request.compiled_seq)
+            prompts = [recipe.inference_stack(arch, layout, request, prompt, 0, sequence_parallel)
                        for sequence_parallel in ((False, True) if layout.tp > 1 else (False,))]
             decode = None
             total = request.input_len

@@ -1,5 +1,7 @@
 """The cost model (localneuron/costmodel): one table of targets, per-op engine work with the NKI tile
 rules, eager ops vs compiled graphs, collectives; and the eager estimate per executable in a real run."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -216,3 +218,67 @@ def test_estimates_accumulate_per_call(quiet):
     per_call = eager_seconds(TRN2, "aten::mm", [a, a], [a])
     assert tracking.estimated_device_seconds()["aten::mm"] == pytest.approx(3 * per_call)
     assert 0 < tracking.estimated_compiled_seconds() < 3 * per_call
+
+
+# --- KangaRing on a whole trn2 instance (issue 33): the algorithm AWS documents for large collectives among every
+# rank of an instance's chips, priced exactly (collectives.kangaring()); elsewhere the ring and recursive doubling as
+# before. https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/explore/intranode-collective-comm.html
+STEP, START = 2e-6, 10e-6
+PROMPT = 10048 * 8192 * 2   # a 70B TP64 prompt's hidden states, bf16: what each sequence-parallel collective moves
+
+
+@pytest.fixture
+def kangaring_latencies(monkeypatch):
+    monkeypatch.setattr(assumptions, "COLLECTIVE_STEP_S", STEP)
+    monkeypatch.setattr(assumptions, "COLLECTIVE_START_S", START)
+
+
+def test_whole_instance_all_gather_and_reduce_scatter_are_kangaring_bound_by_hbm(kangaring_latencies):
+    group = collectives.Group(64, 64)
+    share = 63 / 64 * PROMPT
+    # the 4 links of a chip each carry a quarter of it (two disjoint Hamiltonian cycles, both directions)...
+    links = share / (4 * 160e9)
+    # ...but the chip's 4 ranks touch HBM 1.5 (all-gather) or 2 (reduce-scatter) times a chunk, at 2.9 TB/s
+    gather_hbm, scatter_hbm = 4 * 1.5 * share / 2.9e12, 4 * 2 * share / 2.9e12
+    assert links < gather_hbm < scatter_hbm
+    assert collectives.all_gather(TRN2, PROMPT, group) == pytest.approx(START + 32 * STEP + gather_hbm)
+    assert collectives.reduce_scatter(TRN2, PROMPT, group) == pytest.approx(START + 32 * STEP + scatter_hbm)
+    assert collectives.all_reduce(TRN2, PROMPT, group) == pytest.approx(
+        START + 2 * 32 * STEP + gather_hbm + scatter_hbm)
+    # 0.41 ms, where a ring over one link per direction takes 1.15 ms
+    ring = START + 63 * STEP + share / 160e9
+    assert collectives.all_gather(TRN2, PROMPT, group) == pytest.approx(409.3e-6, rel=1e-3)
+    assert ring == pytest.approx(1148.9e-6, rel=1e-3)
+
+
+def test_kangaring_only_above_the_size_the_runtime_takes_it_from(kangaring_latencies):
+    """The page's empirical ranges: KangaRing above 56 MB (below it mesh and recursive doubling-halving, which the
+    model's ring and recursive doubling stand for)."""
+    group, mid = collectives.Group(64, 64), 4096 * 5120 * 2   # a 4,096-token prompt of hidden 5,120: 42 MB
+    assert collectives.kangaring(TRN2, "all_gather", mid, 64) is None
+    assert collectives.kangaring(TRN2, "all_gather", 56 * 2 ** 20, 64) is None
+    assert collectives.kangaring(TRN2, "all_gather", 56 * 2 ** 20 + 1, 64) is not None
+    assert collectives.all_gather(TRN2, mid, group) == pytest.approx(START + 63 * STEP + 63 / 64 * mid / 160e9)
+
+
+def test_small_collectives_keep_recursive_doubling(kangaring_latencies):
+    nbytes = 1 << 20
+    assert collectives.all_reduce(TRN2, nbytes, collectives.Group(64, 64)) == pytest.approx(
+        START + 6 * (STEP + nbytes / 160e9))
+
+
+@pytest.mark.parametrize("target, ranks", [(TRN1, 32), (TRN2, 32), (TRN2, 16), (dataclasses.replace(TRN2, lnc=1), 128)])
+def test_kangaring_only_for_every_lnc2_rank_of_the_instance(kangaring_latencies, target, ranks):
+    """trn1 (two LNC=1 ranks a chip), part of a trn2 instance, or trn2 at LNC=1: the ring over one link per
+    direction, as before."""
+    assert collectives.kangaring(target, "all_gather", PROMPT, ranks) is None
+    bandwidth = target.neuronlink_bytes_per_s_per_direction
+    assert collectives.all_gather(target, PROMPT, collectives.Group(ranks, ranks)) == pytest.approx(
+        START + (ranks - 1) * STEP + (ranks - 1) / ranks * PROMPT / bandwidth)
+
+
+def test_across_instances_the_inside_stages_take_kangaring(kangaring_latencies):
+    group, inside = collectives.Group(128, 64), collectives.Group(64, 64)
+    efa = collectives._across(TRN2, PROMPT, group, 2)
+    assert collectives.all_reduce(TRN2, PROMPT, group) == pytest.approx(
+        collectives.all_reduce(TRN2, PROMPT, inside) + efa)

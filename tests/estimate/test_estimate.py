@@ -60,7 +60,11 @@ def test_json_schema_and_breakdown_adds_up(mode):
 
 def test_time_and_memory_grow_with_the_model_and_the_work():
     steps = [estimate(small_llama(layers=n), "train", global_batch=64, seq=256)["step_s"] for n in (2, 4, 8)]
-    assert steps == sorted(steps) and steps[-1] > 2 * steps[0]
+    assert steps == sorted(steps)
+    # four times the layers more than doubles the step where every gradient all-reduce runs one ring (trn1); on a
+    # whole trn2 instance the 8-layer model's gradients pass 56 MB, where the runtime takes KangaRing, cheaper a byte
+    trn1 = [estimate(small_llama(layers=n), "train", TRN1, global_batch=64, seq=256)["step_s"] for n in (2, 4, 8)]
+    assert trn1 == sorted(trn1) and trn1[-1] > 2 * trn1[0]
     wider = [estimate(small_llama(hidden=h), "train", global_batch=64, seq=256) for h in (256, 512, 1024)]
     assert [e["step_s"] for e in wider] == sorted(e["step_s"] for e in wider)
     assert [e["hbm_per_core_bytes"]["total"] for e in wider] == sorted(e["hbm_per_core_bytes"]["total"] for e in wider)

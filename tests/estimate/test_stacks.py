@@ -175,7 +175,8 @@ def test_the_option_help_names_every_stack(capsys, monkeypatch):
 
 def test_a_stack_compiled_for_one_length_pads_every_prompt_and_step_to_it():
     # optimum-neuron compiles its serving graphs for one sequence length (no buckets): the prompt's own length
-    # no longer matters, the compiled length does; a stack with buckets (the default) runs the prompt as it comes
+    # no longer matters, the compiled length does; a stack with buckets (the default) pads only to the smallest bucket
+    # that holds the prompt (prompt_tokens(), below)
     assert stacks.STACKS["optimum-neuron"].pads_to_compiled_length
     assert not stacks.STACKS[stacks.DEFAULT].pads_to_compiled_length
     assert stacks.compiled_tokens("optimum-neuron", 100, 512) == 512
@@ -193,7 +194,8 @@ def test_a_stack_compiled_for_one_length_pads_every_prompt_and_step_to_it():
     assert short["ttft_s"] > answer(padded, input_len=100)["ttft_s"]
     assert short["request"]["compiled_seq"] == 512 and "compiled_seq" not in answer(padded, input_len=100)["request"]
     tuned = dataclasses.replace(TRN2, stack=stacks.DEFAULT)
-    assert answer(tuned, input_len=100, compiled_seq=512)["ttft_s"] == pytest.approx(answer(tuned, input_len=100)["ttft_s"])
+    # the default stack pads the prompt only to its smallest context bucket that holds it (128 of 128, 256, 512)
+    assert answer(tuned, input_len=100, compiled_seq=512)["ttft_s"] == pytest.approx(answer(tuned, input_len=128)["ttft_s"])
 
 
 def test_a_compiled_length_must_hold_the_request():
@@ -266,3 +268,21 @@ def test_a_stack_that_materialises_prompt_scores_pays_for_them_quadratically(mon
     # the scores grow with the square of the prompt, the rest of the layer linearly
     assert extra[2048] > 3 * extra[1024]
     assert priced(1024, mode="decode") == priced(1024, materialised=False, mode="decode")
+
+
+def test_context_encoding_buckets_pad_a_prompt_to_the_smallest_that_holds_it():
+    """NxD Inference's default buckets (generate_buckets(128, max_context_length)) and Transformers NeuronX's
+    (half of each n_positions token bucket): a prompt is encoded at the smallest bucket that holds it."""
+    assert stacks.context_buckets("nxd-inference", 12288) == [128, 256, 512, 1024, 2048, 4096, 8192, 12288]
+    assert stacks.context_buckets("nxd-inference", 12800) == [128, 256, 512, 1024, 2048, 4096, 8192, 12800]
+    assert stacks.context_buckets("nxd-inference", 6000) == [128, 256, 512, 1024, 2048, 4096, 6000]
+    assert stacks.context_buckets("nxd-inference", 128) == [128]
+    assert stacks.context_buckets("transformers-neuronx", 4096) == [64, 128, 256, 512, 1024, 2048]
+    assert stacks.prompt_tokens(stacks.DEFAULT, 10000, 12800) == 12800
+    assert stacks.prompt_tokens(stacks.DEFAULT, 10000, 12288) == 12288
+    assert stacks.prompt_tokens(stacks.DEFAULT, 8000, 12288) == 8192
+    assert stacks.prompt_tokens(stacks.DEFAULT, 128, 6400) == 128
+    assert stacks.prompt_tokens(stacks.DEFAULT, 129, 6400) == 256
+    assert stacks.prompt_tokens(stacks.DEFAULT, 10000, None) == 10000   # no compiled length: as it comes
+    assert stacks.prompt_tokens("transformers-neuronx", 1500, 4096) == 2048
+    assert stacks.prompt_tokens("optimum-neuron", 100, 512) == 512   # one compiled length: padded to it
