@@ -271,7 +271,7 @@ EXPECTED = {
     'nn.functional.triplet_margin_loss': 'pass',
     'nn.functional.triplet_margin_with_distance_loss': 'pass',
     'nextafter': 'pass',
-    'to': 'xfail: TorchNeuron refusal: one sample converts to memory_format=torch.channels_last; Neuron tensors support only contiguous_format / preserve_format and raise for others (docs/support-matrix.md#eager-ops)',
+    'to': 'pass',
     'topk': 'pass',
     'nn.functional.batch_norm': 'pass',
     'nn.functional.batch_norm.without_cudnn': 'skip: cpu-unsupported (no float32/bfloat16 support on CPU)',
