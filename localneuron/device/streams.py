@@ -20,10 +20,19 @@ def new_streams_are_distinct() -> bool:
 
 
 class Stream(torch.Stream):
+    """torch.neuron.Stream: a torch.Stream on the neuron device whose events are neuron events (Event below)."""
+
     def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if {"stream_id", "device_index", "device_type"} <= kwargs.keys():  # an existing stream, as PyTorch names it
+            return super().__new__(cls, **kwargs)
         device = torch.device("neuron", device_index(device))
         new_streams_are_distinct()  # a bad variable raises here as itself; through the C++ guard, as a RuntimeError
         return super().__new__(cls, device=device, priority=priority, **kwargs)
+
+    @classmethod
+    def of(cls, stream: torch.Stream) -> "Stream":
+        """The same queue as `stream` (a torch.Stream PyTorch handed out), as a torch.neuron.Stream."""
+        return cls(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
 
     def wait_event(self, event) -> None:
         event.wait(self)
@@ -37,18 +46,68 @@ class Stream(torch.Stream):
         return event
 
 
-def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:
-    """A neuron event (a plain torch.Event: PyTorch's event methods accept no subclasses)."""
-    return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+class Event:
+    """torch.neuron.Event, TorchNeuron's own event type (torch_neuronx.Event in its source snapshot: not a torch.Event).
+    Like TorchNeuron's, an event takes its device from the stream it is first recorded on, counts as complete until
+    it is recorded (query() is True, synchronize() and wait() return at once), and elapsed_time() raises RuntimeError
+    with TorchNeuron's messages (NeuronEvent::elapsed_time's checks, in their order) where PyTorch's own torch.Event
+    raises ValueError. The recording itself is a torch.Event on the stream's device, which the device's guard
+    records on its queue and times (csrc/runtime/guard.h). Being its own type, it goes to neuron streams
+    (torch.neuron.current_stream(), torch.neuron.Stream()), not to PyTorch's generic torch.Stream methods, as on
+    Trainium."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        self.enable_timing, self.blocking, self.interprocess = enable_timing, blocking, interprocess
+        self._recording: torch.Event | None = None  # made at the first record(), on the recording stream's device
+
+    def __repr__(self) -> str:
+        where = f"recorded on {self.device}" if self._recording is not None else "not recorded"
+        return f"<torch.neuron.Event {where}, enable_timing={self.enable_timing}>"
+
+    @property
+    def device(self) -> torch.device | None:
+        return self._recording.device if self._recording is not None else None
+
+    def record(self, stream=None) -> None:
+        stream = current_stream() if stream is None else stream
+        if self._recording is None or self._recording.device != stream.device:
+            self._recording = torch.Event(device=stream.device, enable_timing=self.enable_timing,
+                                          blocking=self.blocking, interprocess=self.interprocess)
+        self._recording.record(stream)
+
+    def wait(self, stream=None) -> None:
+        if self._recording is not None:
+            self._recording.wait(current_stream() if stream is None else stream)
+
+    def query(self) -> bool:
+        return self._recording is None or self._recording.query()
+
+    def synchronize(self) -> None:
+        if self._recording is not None:
+            self._recording.synchronize()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event to end_event, once both have completed (it waits for them)."""
+        if not isinstance(end_event, Event):
+            raise RuntimeError(f"Expected a Neuron event (torch.neuron.Event), got {type(end_event).__name__}")
+        for event, which in ((self, "Event"), (end_event, "End event")):
+            if not event.enable_timing:
+                raise RuntimeError(f"{which} was not created with timing enabled")
+        for event, which in ((self, "Event"), (end_event, "End event")):
+            if event._recording is None:
+                raise RuntimeError(f"{which} has not been recorded")
+        if self.device != end_event.device:
+            raise RuntimeError("Events must be on the same device")
+        return self._recording.elapsed_time(end_event._recording)
 
 
-def current_stream(device=None) -> torch.Stream:
-    return torch.accelerator.current_stream(device_index(device))
+def current_stream(device=None) -> Stream:
+    return Stream.of(torch.accelerator.current_stream(device_index(device)))
 
 
-def default_stream(device=None) -> torch.Stream:
+def default_stream(device=None) -> Stream:
     current = torch.accelerator.current_stream(device_index(device))
-    return torch.Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
+    return Stream(stream_id=0, device_index=current.device_index, device_type=current.device_type)
 
 
 def set_stream(stream) -> None:

@@ -4,9 +4,8 @@ import pytest
 import torch
 
 import torch_neuronx
+from localneuron.device.streams import HOST_CC_VARIABLES
 from localneuron.runtime.environment import ConfigurationError
-
-HOST_CC_VARIABLES = ("NEURON_RT_ENABLE_HOST_CC", "TORCH_NEURONX_ENABLE_HOST_CC")
 
 
 @pytest.fixture
@@ -111,3 +110,57 @@ def test_stream_functions_refuse_an_invalid_device_index(index):
             make(index)
     with pytest.raises(RuntimeError, match="Device index 9 is out of range. Valid range is 0 to 3 for this process"):
         torch.Stream(device="neuron:9")  # PyTorch's own constructor reaches the device guard
+
+
+def test_a_neuron_event_is_torchneurons_own_type_and_counts_as_complete_until_recorded(host_cc):
+    """TorchNeuron's event is not a torch.Event: unrecorded it has no device, query() is True, and synchronize() and
+    a stream's wait for it return at once."""
+    event = torch.neuron.Event()
+    assert isinstance(event, torch_neuronx.Event) and not isinstance(event, torch.Event)
+    assert event.device is None and event.query()
+    event.synchronize()
+    torch.neuron.current_stream().wait_event(event)
+    event.wait()
+    assert "not recorded" in repr(event)
+
+
+def test_elapsed_time_raises_torchneurons_runtime_errors_in_its_order(host_cc):
+    timed, untimed = torch.neuron.Event(enable_timing=True), torch.neuron.Event()
+    with pytest.raises(RuntimeError, match="^Event was not created with timing enabled$"):
+        untimed.elapsed_time(timed)  # before anything is recorded: timing is checked first
+    with pytest.raises(RuntimeError, match="^End event was not created with timing enabled$"):
+        timed.elapsed_time(untimed)
+    end = torch.neuron.Event(enable_timing=True)
+    with pytest.raises(RuntimeError, match="^Event has not been recorded$"):
+        timed.elapsed_time(end)
+    timed.record()
+    with pytest.raises(RuntimeError, match="^End event has not been recorded$"):
+        timed.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="Expected a Neuron event"):
+        timed.elapsed_time(torch.Event(device="neuron", enable_timing=True))
+    other_core = torch.neuron.Stream(device=1)
+    end.record(other_core)
+    assert end.device == torch.device("neuron:1")  # an event takes its device from the stream it is recorded on
+    with pytest.raises(RuntimeError, match="^Events must be on the same device$"):
+        timed.elapsed_time(end)
+    end.record()  # recorded again on core 0: its device follows
+    assert end.device == torch.device("neuron:0") and timed.elapsed_time(end) >= 0.0
+
+
+def test_neuron_streams_hand_out_and_take_neuron_events(host_cc):
+    """The current, default and new streams are torch.neuron.Streams: record_event() gives a torch.neuron.Event, and
+    wait_event() takes one (or PyTorch's own torch.Event); the wait orders the waiting stream after the event."""
+    side = torch.neuron.Stream()
+    for stream in (torch.neuron.current_stream(), torch.neuron.default_stream(), side, torch_neuronx.current_stream()):
+        assert isinstance(stream, torch.neuron.Stream)
+    x = torch.zeros(256, 256, device="neuron")
+    with torch.neuron.stream(side):
+        y = x + 1
+        done = side.record_event()
+    assert isinstance(done, torch.neuron.Event) and done.device == torch.device("neuron:0")
+    torch.neuron.current_stream().wait_event(done)
+    z = y * 2  # on the default stream, after side's y
+    assert z[0, 0].item() == 2.0
+    generic = side.record_event(torch.Event(device="neuron"))
+    torch.neuron.current_stream().wait_event(generic)
+    torch.neuron.synchronize()
