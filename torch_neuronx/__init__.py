@@ -22,6 +22,7 @@ from localneuron.compiler.metrics import get_dynamo_metrics, reset_dynamo_metric
 from localneuron.ops.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops  # noqa: F401
 from localneuron import distributed  # noqa: F401,E402  (torch_neuronx.distributed: the c10d backend "neuron")
 from torch_neuronx import memory  # noqa: F401,E402
+from torch_neuronx import metrics  # noqa: F401,E402
 from localneuron.device import neuron_module as neuron  # noqa: E402
 sys.modules[f"{__name__}.neuron"] = neuron  # torch_neuronx.neuron is torch.neuron: one module, as in TorchNeuron
 from torch_neuronx import profiling  # noqa: F401,E402

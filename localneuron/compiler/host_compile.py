@@ -21,6 +21,7 @@ from localneuron.compiler import artifacts, device_time, host_graph, inductor, l
 from localneuron.compiler.cache import CompileCache, key_of
 from localneuron.compiler.settings import CompileSettings
 from localneuron.costmodel.work import DeviceWork
+from localneuron.runtime import counters
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.version import VERSION
 
@@ -124,8 +125,10 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     if settings.preserve_artifacts:
         artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
                            compiled.source_code, blob if blob is not None else inductor.dump(compiled))
+    seconds = time.perf_counter() - start
+    counters.graph_piece(None if status == DISABLED else status == HIT, int(seconds * 1e9))
     return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), work),
-                          cache=status, compile_time_s=time.perf_counter() - start, work=work, compiled=compiled)
+                          cache=status, compile_time_s=seconds, work=work, compiled=compiled)
 
 
 def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: bool):

@@ -93,7 +93,14 @@ STACKS = {
     # repeats the kv heads (hlo.repeat_kv) and takes S = Q K^T whole, mask() selects -30000 where masked,
     # context_combined() runs hlo.softmax (max, subtract, exp, sum, divide in the scores' dtype), casts and takes
     # softmax(S) V (llama/hlo.py LlamaForSamplingNoEmbeddingHlo.attention, "Multi-Token Context Encoding"); the
-    # library has no flash attention kernel at that version
+    # library has no flash attention kernel at that version.
+    # Not priced, and not explained: the SDK 2.18 Llama-2 and CodeLlama samples (aws-neuron-samples
+    # torch-neuronx/transformers-neuronx/inference, 0815eb2) leave NeuronConfig at its defaults, so attention_layout
+    # HSB (config.py at 7a30b42), where the Llama-3 samples (22c6cac) set BSH; their long prompts (2,048 tokens and
+    # more) ran slower than this prices by 0.3-0.4 ns per attention-score element per rank and layer, in 13B and 70B
+    # alike (per token the two models disagree; 1,024 tokens show no excess, as if scores spilled from SBUF past
+    # some size). The attention core is the same HLO in both layouts and the release between them changed nothing
+    # of context encoding, so no mechanism is known to price: the rows stay judged as they are.
     "transformers-neuronx": Stack("Transformers NeuronX as its SDK 2.18 sample scripts run it on trn1, context "
                                   "encoding included: long prompts of its Llama-2 samples ran 1.6-4.5x slower than "
                                   "the same library's Llama-3 samples of the same shape one release later",

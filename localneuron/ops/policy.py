@@ -9,6 +9,7 @@ argument, which every later call with that signature may change.
 """
 import functools
 import sys
+import time
 
 import torch
 
@@ -18,7 +19,7 @@ from localneuron.ops.op_records import (CPU_FALLBACK, HOST_KERNEL_FIXES, INDEX_O
                                        lowering_error_checks)
 from localneuron.costmodel.ops import fused_seconds
 from localneuron.costmodel.work import DeviceWork, price_op
-from localneuron.runtime import call_sites
+from localneuron.runtime import call_sites, counters
 from localneuron.runtime.config import selected_target
 from localneuron.runtime.environment import read
 
@@ -60,6 +61,14 @@ def classify(op, args, kwargs, device_type: str = "neuron") -> tuple[str, bool]:
 
 
 def on_miss(op, args, kwargs):
+    """The executor found no executable for this call's signature: build one (TorchNeuron compiles the op here)."""
+    start = time.perf_counter_ns()
+    built = _build_executable(op, args, kwargs)
+    counters.eager_compiled(time.perf_counter_ns() - start)
+    return built
+
+
+def _build_executable(op, args, kwargs):
     schema = op._schema
     name = schema.name
     if name in UNSUPPORTED:

@@ -177,6 +177,8 @@ VARIABLES = (
              "TorchNeuron's internal eager lowering switch (through StableHLO, its default): localneuron's eager path "
              "is that one, so only 1 (another value warns and keeps 1)", lenient=True),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
+    Variable("TORCH_NEURONX_METRICS_ENABLED", flag, "0",
+             "1: torch_neuronx.metrics counts compilation-cache events from start-up (set_enabled() switches it later)"),
     Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
              "0: ops queue per NeuronCore and stream and Python runs ahead (TorchNeuron's default); 1: every op "
              "runs when it is issued, so errors are raised at the op (for debugging)"),
