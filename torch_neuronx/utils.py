@@ -26,3 +26,24 @@ def use_mlir_aten_ops() -> bool:
     variable's only value is 1 (another warns and is ignored), since the answer describes the device, not a switch
     it has."""
     return read("TORCH_NEURONX_MLIR_ATEN_OPS") == "1"
+
+
+def is_stablehlo_enabled() -> bool:
+    """Whether eager ops lower through StableHLO (TORCH_NEURONX_ENABLE_STABLEHLO): always, as above."""
+    return read("TORCH_NEURONX_ENABLE_STABLEHLO") == "1"
+
+
+def is_neff_cache_disabled() -> bool:
+    """Whether compiled graphs skip the persistent compile cache: the compiler's own decision
+    (TORCH_NEURONX_DISABLE_NEFF_CACHE, or the older spelling TORCH_NEURONX_NEFF_DISABLE_CACHE)."""
+    from localneuron.compiler.settings import cache_settings  # at call time: the compiler loads when asked for
+
+    return not cache_settings().enabled
+
+
+def get_platform_target() -> str:
+    """The platform NKI kernels are built for, "trn1", "trn2" or "trn3": the generation NEURON_PLATFORM_TARGET_OVERRIDE
+    names when set (a bad value raises its ConfigurationError), else the simulated device's (LOCALNEURON_TARGET)."""
+    from localneuron.nki import generation  # at call time: the NKI layer loads only when it is asked for
+
+    return generation.platform_of(generation.current())

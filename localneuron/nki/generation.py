@@ -39,5 +39,10 @@ def _device_generation():
     return selected_target().nc_version
 
 
+def platform_of(target) -> str:
+    """The instance family a generation is ("gen3" -> "trn2"), as torch_neuronx.utils.get_platform_target names it."""
+    return next(name for name, gen in ALIASES.items() if gen == target.name and name.startswith("trn"))
+
+
 def at_least(target, generation):
     return GENERATION_ORDER.index(target.name) >= GENERATION_ORDER.index(generation)

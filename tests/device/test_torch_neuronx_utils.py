@@ -63,3 +63,34 @@ def test_the_stablehlo_switch_has_one_value_here_and_another_warns_once_at_impor
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "[2.0, 2.0]"
     assert done.stderr.count("TORCH_NEURONX_ENABLE_STABLEHLO='0' is not valid") == (switch == "0")
+
+
+@pytest.mark.parametrize("env, platform", [({}, "trn2"), ({"LOCALNEURON_TARGET": "trn3"}, "trn3"),
+                                           ({"NEURON_PLATFORM_TARGET_OVERRIDE": "gen2"}, "trn1"),
+                                           ({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"}, "trn3")])
+def test_platform_target_is_the_generation_nki_kernels_are_built_for(env, platform):
+    code = ("from torch_neuronx.utils import get_platform_target\n"
+            "from localneuron.nki import generation\n"
+            "print(get_platform_target(), generation.current().name)\n")
+    done = run_python(code, env=env)
+    assert done.returncode == 0, done.stderr
+    answer, generation = done.stdout.split()
+    assert answer == platform and generation == {"trn1": "gen2", "trn2": "gen3", "trn3": "gen4"}[platform]
+
+
+def test_platform_target_refuses_a_bad_override():
+    done = run_python("from torch_neuronx.utils import get_platform_target\nget_platform_target()",
+                      env={"NEURON_PLATFORM_TARGET_OVERRIDE": "gen9"})
+    assert done.returncode != 0 and "NEURON_PLATFORM_TARGET_OVERRIDE='gen9' is not valid" in done.stderr
+
+
+@pytest.mark.parametrize("env, disabled", [({}, False), ({"TORCH_NEURONX_DISABLE_NEFF_CACHE": "1"}, True),
+                                           ({"TORCH_NEURONX_DISABLE_NEFF_CACHE": "no"}, False),
+                                           ({"TORCH_NEURONX_NEFF_DISABLE_CACHE": "true"}, True)])
+def test_neff_cache_switch_is_the_compilers_decision(env, disabled):
+    code = ("import torch_neuronx.utils as utils\n"
+            "from localneuron.compiler.settings import cache_settings\n"
+            "print(utils.is_neff_cache_disabled(), not cache_settings().enabled, utils.is_stablehlo_enabled())\n")
+    done = run_python(code, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(disabled), str(disabled), "True"]
