@@ -69,12 +69,9 @@ def test_the_stablehlo_switch_has_one_value_here_and_another_warns_once_at_impor
                                            ({"NEURON_PLATFORM_TARGET_OVERRIDE": "gen2"}, "trn1"),
                                            ({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"}, "trn3")])
 def test_platform_target_is_the_generation_nki_kernels_are_built_for(env, platform):
-    code = ("from torch_neuronx.utils import get_platform_target\n"
-            "from localneuron.nki import generation\n"
-            "print(get_platform_target(), generation.current().name)\n")
-    done = run_python(code, env=env)
-    assert done.returncode == 0, done.stderr
-    answer, generation = done.stdout.split()
+    answer, generation = printed("from torch_neuronx.utils import get_platform_target\n"
+                                 "from localneuron.nki import generation\n"
+                                 "print(get_platform_target(), generation.current().name)\n", env)
     assert answer == platform and generation == {"trn1": "gen2", "trn2": "gen3", "trn3": "gen4"}[platform]
 
 
@@ -88,9 +85,14 @@ def test_platform_target_refuses_a_bad_override():
                                            ({"TORCH_NEURONX_DISABLE_NEFF_CACHE": "no"}, False),
                                            ({"TORCH_NEURONX_NEFF_DISABLE_CACHE": "true"}, True)])
 def test_neff_cache_switch_is_the_compilers_decision(env, disabled):
-    code = ("import torch_neuronx.utils as utils\n"
-            "from localneuron.compiler.settings import cache_settings\n"
-            "print(utils.is_neff_cache_disabled(), not cache_settings().enabled, utils.is_stablehlo_enabled())\n")
+    assert printed("import torch_neuronx.utils as utils\n"
+                   "from localneuron.compiler.settings import cache_settings\n"
+                   "print(utils.is_neff_cache_disabled(), not cache_settings().enabled, utils.is_stablehlo_enabled())\n",
+                   env) == [str(disabled), str(disabled), "True"]
+
+
+def printed(code: str, env: dict) -> list[str]:
+    """What a fresh interpreter running `code` with `env` prints, split into words; it must succeed."""
     done = run_python(code, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(disabled), str(disabled), "True"]
+    return done.stdout.split()
