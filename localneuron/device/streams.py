@@ -57,6 +57,9 @@ class Event:
     Trainium."""
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        for name, value in (("enable_timing", enable_timing), ("blocking", blocking), ("interprocess", interprocess)):
+            if not isinstance(value, bool):
+                raise TypeError(f"torch.neuron.Event({name}=...) takes True or False, not {value!r}")
         self.enable_timing, self.blocking, self.interprocess = enable_timing, blocking, interprocess
         self._recording: torch.Event | None = None  # made at the first record(), on the recording stream's device
 
@@ -69,15 +72,16 @@ class Event:
         return self._recording.device if self._recording is not None else None
 
     def record(self, stream=None) -> None:
-        stream = current_stream() if stream is None else stream
+        stream = current_stream() if stream is None else _neuron_stream(stream)
         if self._recording is None or self._recording.device != stream.device:
             self._recording = torch.Event(device=stream.device, enable_timing=self.enable_timing,
                                           blocking=self.blocking, interprocess=self.interprocess)
         self._recording.record(stream)
 
     def wait(self, stream=None) -> None:
+        stream = current_stream() if stream is None else _neuron_stream(stream)
         if self._recording is not None:
-            self._recording.wait(current_stream() if stream is None else stream)
+            self._recording.wait(stream)
 
     def query(self) -> bool:
         return self._recording is None or self._recording.query()
@@ -99,6 +103,12 @@ class Event:
         if self.device != end_event.device:
             raise RuntimeError("Events must be on the same device")
         return self._recording.elapsed_time(end_event._recording)
+
+
+def _neuron_stream(stream) -> torch.Stream:
+    if not isinstance(stream, torch.Stream) or stream.device.type != "neuron":
+        raise TypeError(f"Expected a Neuron stream (torch.neuron.Stream), got {stream!r}")
+    return stream
 
 
 def current_stream(device=None) -> Stream:

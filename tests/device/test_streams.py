@@ -164,3 +164,15 @@ def test_neuron_streams_hand_out_and_take_neuron_events(host_cc):
     generic = side.record_event(torch.Event(device="neuron"))
     torch.neuron.current_stream().wait_event(generic)
     torch.neuron.synchronize()
+
+
+def test_a_neuron_event_refuses_what_is_not_a_flag_or_a_neuron_stream():
+    with pytest.raises(TypeError, match=r"Event\(enable_timing=...\) takes True or False, not 'yes'"):
+        torch.neuron.Event(enable_timing="yes")
+    event = torch.neuron.Event()
+    for stream in (3, torch.Stream(device="cpu")):
+        for use in (event.record, event.wait):
+            with pytest.raises(TypeError, match="Expected a Neuron stream"):
+                use(stream)
+    event.record(torch.accelerator.current_stream())  # PyTorch's own handle on a neuron stream is one
+    event.synchronize()
