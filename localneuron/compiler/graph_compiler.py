@@ -5,10 +5,12 @@ A graph without ops that must run eagerly is compiled whole. Otherwise it is spl
 compiled pieces and eager ops run in graph order, and under fullgraph=True the split is an error.
 """
 import contextlib
+import datetime
 import time
 from dataclasses import dataclass
 
 import torch
+from torch._functorch._aot_autograd.logging_utils import get_aot_graph_name
 from torch._guards import TracingContext
 
 from localneuron.compiler import device_time, metrics, partition, progress
@@ -31,11 +33,13 @@ class DynamoGraph:
 
 def compiler_for(graph: DynamoGraph, kind: str):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-        start = time.perf_counter()
+        start, began = time.perf_counter(), datetime.datetime.now()
+        aot_name = get_aot_graph_name()  # "model__<aot id>_<kind>_<nth>": TorchNeuron names the graph after it
         eager = {n: e for n in gm.graph.nodes if (e := partition.eager_op(n)) is not None}
         fallbacks = [e for e in eager.values() if e.fallback]
         if fallbacks and graph.fullgraph:
             raise fullgraph_eager_op(fallbacks[0].op, fallbacks[0].why)
+        analysed = time.perf_counter()
         with progress.compiling(f"{graph.name}_{kind}"):
             if eager:
                 eager_nodes = partition.with_unpacking(set(eager))
@@ -55,7 +59,13 @@ def compiler_for(graph: DynamoGraph, kind: str):
             cache_hits=statuses.count(HIT), cache_misses=statuses.count(MISS), pieces=len(statuses),
             eager_ops=sorted({e.op for e in eager.values()}),
             recompile=graph.recompile_reason is not None, recompiles=graph.recompiles,
-            recompile_reason=graph.recompile_reason))
+            recompile_reason=graph.recompile_reason,
+            graph_id="+".join(executable.key for executable in executables),
+            graph_name=f"{graph.settings.model_name}_{aot_name.split('__', 1)[-1]}",
+            has_collectives=metrics.has_collectives(gm), graph_node_count=len(gm.graph.nodes),
+            timestamp=began.strftime("%Y%m%d_%H%M%S_%f"),
+            torch_neuronx_fx_passes_us=round((analysed - start) * 1e6),
+            torch_neuronx_compile_us=round((time.perf_counter() - analysed) * 1e6)))
         return run
 
     return compile_graph

@@ -38,6 +38,7 @@ class HostExecutable:
     compile_time_s: float
     work: DeviceWork       # what one launch costs on the target: the profiler's span, the line time, the report
     compiled: object = None  # the code generator's CompiledFxGraph (Adaptive Eager reads its kernels)
+    key: str = ""          # the persistent cache's key for it (computed with the cache disabled too)
 
 
 def _cache_for(settings: CompileSettings) -> CompileCache | None:
@@ -115,12 +116,12 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     gm = host_graph.rewrite_devices(gm)
     host_inputs = host_graph.host_inputs(example_inputs)
     cache = _cache_for(settings)
+    key = cache_key(gm, host_inputs, is_backward, settings)
     if cache is None:
         deadline = time.monotonic() + settings.cache.lock_timeout_s
         compiled = inductor.compile_graph(gm, host_inputs, is_backward, None, deadline)
         blob, status = None, DISABLED
     else:
-        key = cache_key(gm, host_inputs, is_backward, settings)
         compiled, blob, status = _through_cache(cache, key, gm, host_inputs, is_backward)
     if settings.preserve_artifacts:
         artifacts.preserve(settings.debug_dir, settings.model_name, gm.print_readable(print_output=False),
@@ -128,7 +129,7 @@ def compile_host(gm: torch.fx.GraphModule, example_inputs, is_backward: bool,
     seconds = time.perf_counter() - start
     counters.graph_piece(None if status == DISABLED else status == HIT, int(seconds * 1e9))
     return HostExecutable(run=launch.launcher(compiled, on_device, waited, _device_index(example_inputs), work),
-                          cache=status, compile_time_s=seconds, work=work, compiled=compiled)
+                          cache=status, compile_time_s=seconds, work=work, compiled=compiled, key=key)
 
 
 def _through_cache(cache: CompileCache, key: str, gm, host_inputs, is_backward: bool):

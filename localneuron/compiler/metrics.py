@@ -7,10 +7,18 @@ every new input shape of a frame is a new compilation, and the shapes that cause
 "lengths": the sizes of the dimensions that differ between the frame's compilations (a prompt or cache
 length, a batch size), which is what padding to buckets bounds.
 """
+import atexit
+import csv
+import io
+import sys
 import threading
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import torch
+
+from localneuron.runtime.checked_files import OutputDirectory, OutputError
+from localneuron.runtime.environment import ConfigurationError, read
 
 
 @dataclass
@@ -30,9 +38,25 @@ class NeuronCompilationMetrics:
     recompile: bool
     recompiles: int            # recompiles of the graph's frame so far, this one included
     recompile_reason: str | None
+    # TorchNeuron's own fields (its neuron_dynamo_backend/metrics.py), the columns of its graph_stats table:
+    graph_id: str = ""           # the persistent cache key of the compiled code ("+"-joined for several pieces)
+    graph_name: str = ""         # "<model_name>_<aot id>_<forward|backward|inference>_<nth>", from AOTAutograd's name
+    has_collectives: bool = False  # the graph calls functional collectives (all_reduce, all_gather, ...)
+    graph_node_count: int = 0    # every FX node (node_count counts the ATen calls)
+    timestamp: str = ""          # when the graph's compilation began, "%Y%m%d_%H%M%S_%f" (orders graph breaks)
+    torch_neuronx_fx_passes_us: int = 0  # graph analysis before code generation (which ops must run eagerly)
+    torch_neuronx_lower_us: int = 0      # TorchNeuron lowers to StableHLO here; localneuron has no such step: 0
+    torch_neuronx_compile_us: int = 0    # building the executable, or loading it from the persistent cache
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+# TorchNeuron's metric tables (TORCH_NEURONX_ENABLED_METRIC_TABLES) and their columns, in its order
+METRIC_TABLES = {"graph_stats": ("graph_id", "graph_name", "model_name", "has_collectives", "graph_node_count",
+                                 "timestamp", "torch_neuronx_fx_passes_us", "torch_neuronx_lower_us",
+                                 "torch_neuronx_compile_us")}
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional")
 
 
 @dataclass
@@ -103,9 +127,61 @@ def record_frame(frame_id: int, name: str, compile_id: str, example_inputs) -> t
         return len(record.recompiles), reason
 
 
+def has_collectives(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_function" and getattr(n.target, "namespace", None) in COLLECTIVE_NAMESPACES
+               for n in gm.graph.nodes)
+
+
 def record_graph(m: NeuronCompilationMetrics) -> None:
+    """Keeps the graph's metrics, counts it in Dynamo's counters["neuron"] and its build time in
+    compilation_time_metrics["torch_neuronx_compile"] (as TorchNeuron does), and, the first time, checks the metric
+    tables asked for and arranges for them to be written at exit."""
+    from torch._dynamo.utils import compilation_time_metrics, counters  # loaded already: Dynamo is compiling
+
+    tables = _tables_to_write()
     with _lock:
         _graphs.append(m)
+        counters["neuron"]["compiled_graphs"] += 1
+        if m.has_collectives:
+            counters["neuron"]["graphs_with_collectives"] += 1
+        compilation_time_metrics.setdefault("torch_neuronx_compile", []).append(m.torch_neuronx_compile_us / 1e6)
+        if tables and not _exit_writer:
+            _exit_writer.append(atexit.register(_write_tables, tables))
+
+
+_exit_writer: list = []
+
+
+def _tables_to_write() -> tuple[str, ...]:
+    names = read("TORCH_NEURONX_ENABLED_METRIC_TABLES")
+    unknown = [name for name in names if name not in METRIC_TABLES]
+    if unknown:
+        raise ConfigurationError(
+            f"TORCH_NEURONX_ENABLED_METRIC_TABLES names {', '.join(map(repr, unknown))}, which is not a metric table; "
+            f"the tables are: {', '.join(METRIC_TABLES)}")
+    return names
+
+
+def _write_tables(tables: tuple[str, ...]) -> None:
+    """At exit: each table asked for, one CSV per rank in TORCH_NEURONX_METRICS_DIR. A directory that cannot be written
+    costs a warning, not the program's exit status."""
+    rows = graphs()
+    if not rows:
+        return
+    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() \
+        else read("RANK") or 0
+    directory = read("TORCH_NEURONX_METRICS_DIR")
+    for table in tables:
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(METRIC_TABLES[table])
+        writer.writerows([getattr(m, column) for column in METRIC_TABLES[table]] for m in rows)
+        name = f"metric_table_{table}_rank{rank}.csv"
+        try:
+            with OutputDirectory(directory, what="the metric tables (TORCH_NEURONX_METRICS_DIR)") as out:
+                out.write(name, text.getvalue())
+        except (OutputError, OSError) as error:
+            warnings.warn(f"[Neuron] [WARNING] the {table} metric table was not written: {error}", stacklevel=1)
 
 
 def record_failure(frame: str, error: BaseException, fell_back: bool) -> None:
@@ -146,6 +222,10 @@ def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
 
 
 def reset_dynamo_metrics() -> None:
+    if "torch._dynamo" in sys.modules:  # Dynamo's counters are only there once it was loaded
+        from torch._dynamo.utils import compilation_time_metrics, counters
+        counters["neuron"].clear()
+        compilation_time_metrics.pop("torch_neuronx_compile", None)
     with _lock:
         _graphs.clear()
         _frames.clear()

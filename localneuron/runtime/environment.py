@@ -114,6 +114,14 @@ def text_value(text: str) -> str:
     return text
 
 
+def name_list(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names ('graph_stats', 'a, b'); the reader checks the names against what it has."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) for name in names):
+        raise ValueError("expected comma-separated names like graph_stats")
+    return names
+
+
 def device_profile(text: str) -> str | None:
     """NEURON_RT_INSPECT_DEVICE_PROFILE: None (off: a false boolean), "model" (a true one: first run of each
     executable) or "session"."""
@@ -177,6 +185,10 @@ VARIABLES = (
              "TorchNeuron's internal eager lowering switch (through StableHLO, its default): localneuron's eager path "
              "is that one, so only 1 (another value warns and keeps 1)", lenient=True),
     Variable("TORCH_NEURONX_LOG_LEVEL", integer(0, 3), "1", "0 silences the `[Neuron] [WARNING]` messages; up to 3"),
+    Variable("TORCH_NEURONX_ENABLED_METRIC_TABLES", name_list, "",
+             "torch.compile metric tables written as CSV at exit (graph_stats: one row per compiled graph)"),
+    Variable("TORCH_NEURONX_METRICS_DIR", path, "/tmp",
+             "where the metric tables go: metric_table_<table>_rank<R>.csv"),
     Variable("TORCH_NEURONX_METRICS_ENABLED", flag, "0",
              "1: torch_neuronx.metrics counts compilation-cache events from start-up (set_enabled() switches it later)"),
     Variable("NEURON_LAUNCH_BLOCKING", flag, "0",
