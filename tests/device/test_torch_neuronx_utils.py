@@ -69,9 +69,11 @@ def test_the_stablehlo_switch_has_one_value_here_and_another_warns_once_at_impor
                                            ({"NEURON_PLATFORM_TARGET_OVERRIDE": "gen2"}, "trn1"),
                                            ({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn3"}, "trn3")])
 def test_platform_target_is_the_generation_nki_kernels_are_built_for(env, platform):
+    # empty is unset: this process may hold an override another test's import left (benchmarks/calibration.py's)
+    unset = {"NEURON_PLATFORM_TARGET_OVERRIDE": "", "LOCALNEURON_TARGET": ""}
     answer, generation = printed("from torch_neuronx.utils import get_platform_target\n"
                                  "from localneuron.nki import generation\n"
-                                 "print(get_platform_target(), generation.current().name)\n", env)
+                                 "print(get_platform_target(), generation.current().name)\n", {**unset, **env})
     assert answer == platform and generation == {"trn1": "gen2", "trn2": "gen3", "trn3": "gen4"}[platform]
 
 
@@ -88,7 +90,8 @@ def test_neff_cache_switch_is_the_compilers_decision(env, disabled):
     assert printed("import torch_neuronx.utils as utils\n"
                    "from localneuron.compiler.settings import cache_settings\n"
                    "print(utils.is_neff_cache_disabled(), not cache_settings().enabled, utils.is_stablehlo_enabled())\n",
-                   env) == [str(disabled), str(disabled), "True"]
+                   {"TORCH_NEURONX_DISABLE_NEFF_CACHE": "", "TORCH_NEURONX_NEFF_DISABLE_CACHE": "", **env}
+                   ) == [str(disabled), str(disabled), "True"]
 
 
 def printed(code: str, env: dict) -> list[str]:
