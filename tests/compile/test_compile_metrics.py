@@ -3,6 +3,7 @@ fields, Dynamo's counters["neuron"] and compilation_time_metrics count the graph
 writes the graph_stats table as CSV at exit into TORCH_NEURONX_METRICS_DIR."""
 import csv
 import json
+import os
 import re
 
 import pytest
@@ -85,15 +86,31 @@ def test_an_unknown_table_is_refused_with_the_tables_there_are(tmp_path):
     assert "the tables are: graph_stats" in done.stderr
 
 
-@pytest.mark.parametrize("make_unusable", ["file", "missing_parent"])
-def test_a_directory_that_cannot_be_written_costs_a_warning_not_the_exit_status(tmp_path, make_unusable):
+def test_a_directory_that_cannot_be_written_costs_a_warning_not_the_exit_status(tmp_path):
     target = tmp_path / "not_a_dir"
-    if make_unusable == "file":
-        target.write_text("a file where the directory should be")
-    else:
-        target = tmp_path / "missing" / "deeper" / "x"
-        (tmp_path / "missing").write_text("a file in the path")
+    target.write_text("a file where the directory should be")
     done = run_python(CHILD, env={"TORCH_NEURONX_ENABLED_METRIC_TABLES": "graph_stats",
                                   "TORCH_NEURONX_METRICS_DIR": str(target)})
     assert done.returncode == 0, done.stderr
     assert "the graph_stats metric table was not written" in done.stderr
+
+
+def test_a_link_planted_at_the_tables_name_is_replaced_never_followed(tmp_path):
+    """TORCH_NEURONX_METRICS_DIR defaults to the shared /tmp: another user can plant the file name first."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours to overwrite")
+    (tmp_path / "metric_table_graph_stats_rank0.csv").symlink_to(victim)
+    done = run_python(CHILD, env={"TORCH_NEURONX_ENABLED_METRIC_TABLES": "graph_stats",
+                                  "TORCH_NEURONX_METRICS_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "not yours to overwrite"
+    table = tmp_path / "metric_table_graph_stats_rank0.csv"
+    assert not table.is_symlink() and table.read_text().splitlines()[0] == ",".join(COLUMNS)
+
+
+def test_a_fifo_planted_at_the_tables_name_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "metric_table_graph_stats_rank0.csv")
+    done = run_python(CHILD, env={"TORCH_NEURONX_ENABLED_METRIC_TABLES": "graph_stats",
+                                  "TORCH_NEURONX_METRICS_DIR": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "the graph_stats metric table was not written" in done.stderr and "FIFO" in done.stderr
