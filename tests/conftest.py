@@ -115,6 +115,12 @@ ABOVE_THE_QUEUE = {
     "compile/test_compile_cache_security.py": "attacks on the compile cache's files and locks, met while a graph "
                                               "compiles, before anything is queued",
     "compile/test_compile_progress.py": "the progress lines a compile prints, before its graph is queued",
+    "compile/test_metric_tables.py": "the graph_stats table written at exit from rows compiles record on the host, in "
+                                     "fresh interpreters",
+    "device/test_metrics.py::test_enabled_at_start_up_": "the persistent cache's counters in fresh interpreters: "
+                                                          "graphs' pieces stored and loaded while compiling, before "
+                                                          "anything is queued",
+    "device/test_metrics.py::test_a_bad_start_up_value_": "a start-up value refused when the metrics are first read",
     "distributed/test_distributed_torchrun.py": "torchrun's two-node rendezvous on loopback and each rank's report "
                                                 "file; the collectives and training its ranks run are "
                                                 "test_distributed_collectives' and _parallelism's, in both modes",
