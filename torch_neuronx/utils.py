@@ -47,3 +47,18 @@ def get_platform_target() -> str:
     from localneuron.nki import generation  # at call time: the NKI layer loads only when it is asked for
 
     return generation.platform_of(generation.current())
+
+
+def get_neuron_registered_ops(as_sorted: bool = False, keep_variant: bool = False) -> set | list:
+    """The ops with a kernel of the device's own (the PrivateUse1 dispatch key), as the dispatcher lists them, without
+    their namespace (aten's and c10d's): "name.overload" with keep_variant, else the bare names; a sorted list with
+    as_sorted, else a set. An ATen op that is not here runs PyTorch's composite kernel on the device, or its CPU
+    fallback (get_fallback_ops)."""
+    import torch
+
+    names = set()
+    for registration in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"):
+        _, separator, op = registration.partition("::")
+        if separator:
+            names.add(op if keep_variant else op.partition(".")[0])
+    return sorted(names) if as_sorted else names

@@ -285,15 +285,6 @@ def efficient_attention_backward(grad_out, query, key, value, bias, out, cu_seql
     return grad_q, grad_k, grad_v, grad_bias
 
 
-# -- composite ops whose CPU code insists on host arguments --
-
-def tensor_split_by_tensor(self, tensor_indices_or_sections, dim=0):
-    """tensor_split's composite code wants the indices on the CPU (also on CUDA); the device reads them."""
-    split = tensor_indices_or_sections
-    sections_or_indices = int(split.item()) if split.dim() == 0 else split.cpu().tolist()
-    return torch.tensor_split(self, sections_or_indices, dim)
-
-
 # -- normalisation --
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -324,6 +315,26 @@ def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, out
             None if grad_weight is None else grad_weight.to(weight.dtype))
 
 
+# -- composite ops whose CPU code reads and writes the tensors' bytes --
+
+def saturate_weight_to_fp16(weight):
+    """_saturate_weight_to_fp16 as its CPU code does it, with device ops in the queue instead of writes through a raw
+    pointer: the first size(0) * size(1) elements of a contiguous float32 weight are clamped in place to float16's
+    range (NaN kept); a non-contiguous weight is returned untouched (the CPU code saturates a contiguous copy and
+    returns the original). The CPU kernel's "FOUND weight out of range" log line is not printed: knowing would need
+    a read of the device."""
+    if weight.dtype != torch.float32:
+        from localneuron.ops.lowering_errors import SCALAR_TYPE_NAMES
+
+        raise RuntimeError(f"expected scalar type Float but found {SCALAR_TYPE_NAMES.get(weight.dtype, weight.dtype)}")
+    count = weight.size(0) * weight.size(1)  # IndexError below two dimensions, as on the CPU
+    if weight.is_contiguous():
+        largest = torch.finfo(torch.float16).max
+        with torch.no_grad():
+            weight.view(-1)[:count].clamp_(-largest, largest)
+    return weight
+
+
 # -- storage plumbing --
 
 def lazy_clone(self):
@@ -342,6 +353,5 @@ def register_decompositions(decompositions: dict) -> None:
         return
     _library = torch.library.Library("aten", "IMPL")
     for qualified, decomposition in decompositions.items():
-        keys = ("PrivateUse1", "AutogradPrivateUse1") if decomposition.autograd else ("PrivateUse1",)
-        for key in keys:
+        for key in decomposition.keys:
             _library.impl(qualified.removeprefix("aten::"), decomposition.fn, key)

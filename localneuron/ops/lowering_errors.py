@@ -43,10 +43,10 @@ class IndexAndRuntimeError(IndexError, RuntimeError):
 
 
 # PyTorch's c10::ScalarType names, as its messages print a dtype ("got: Float")
-_SCALAR_TYPE_NAMES = {
+SCALAR_TYPE_NAMES = {
     torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16",
-    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
-    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+    torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
+    torch.int64: "Long", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
 }
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -73,7 +73,7 @@ def index_select_backward(a: dict):
         return TypeAndRuntimeError(_both(
             f"index_select_backward(): Expected dtype int32/int64 for index but got: {index.dtype}",
             f"index_add_(): Expected dtype int32/int64 for index but got: "
-            f"{_SCALAR_TYPE_NAMES.get(index.dtype, str(index.dtype))}"))
+            f"{SCALAR_TYPE_NAMES.get(index.dtype, str(index.dtype))}"))
     return None
 
 

@@ -100,7 +100,7 @@ from localneuron.ops.decompositions import (
     batch_norm_gather_stats, batch_norm_gather_stats_with_counts, batch_norm_stats, bmm_dtype,
     efficient_attention_backward, efficient_attention_forward, flash_attention_backward, flash_attention_forward,
     fused_gru_cell, fused_gru_cell_backward, fused_lstm_cell, fused_lstm_cell_backward_impl, fused_rms_norm_backward,
-    lazy_clone, mm_dtype, rms_norm, tensor_split_by_tensor,
+    lazy_clone, mm_dtype, rms_norm, saturate_weight_to_fp16,
 )
 from localneuron.ops import lowering_errors
 from localneuron.ops.features import MKLDNN, NESTED, QUANTIZED, SPARSE, TRANSFORMER_FAST_PATH
@@ -121,13 +121,23 @@ OUT_KERNEL = "its out= kernel"
 class Decompose:
     fn: Callable
     autograd: bool = False  # a CompositeImplicitAutograd op: its decomposition also serves autograd
+    # registered on the device's backend key too; False for a CompositeImplicitAutograd op TorchNeuron leaves
+    # unregistered there (its test_autograd_chains forbids such registrations): the autograd key only
+    backend: bool = True
+
+    @property
+    def keys(self) -> tuple:
+        """The dispatch keys the decomposition is the device's kernel for."""
+        return ("PrivateUse1",) * self.backend + ("AutogradPrivateUse1",) * self.autograd
 
     def __str__(self) -> str:
         return f"decompose({self.fn.__name__})"
 
 
-def decompose(fn: Callable, autograd: bool = False) -> Decompose:
-    return Decompose(fn, autograd)
+def decompose(fn: Callable, autograd: bool = False, backend: bool = True) -> Decompose:
+    if not (autograd or backend):
+        raise ValueError("a decomposition registered on no key")
+    return Decompose(fn, autograd, backend)
 
 
 @dataclass(frozen=True)
@@ -244,6 +254,9 @@ DROPOUT = Elementwise(gpsimd=1, vector=2)  # random bits on GpSimd, then mask an
 ZEROED, FILLED = "aten::zero_", "aten::fill_"
 RAW_BYTES = ("its composite kernel reads and writes the tensors' bytes directly, which on the device would bypass the "
              "queue (racing the work that makes its inputs): run as one device op")
+RAW_BYTES_IN_AUTOGRAD = ("its composite kernel reads and writes the tensor's bytes directly, which on the device would "
+                         "bypass the queue; TorchNeuron registers no kernel for it, so its device ops run on the "
+                         "autograd key, which every call passes outside torch.inference_mode")
 SPARSE_FACTORY = "its composite code builds a sparse compressed tensor around device tensors without a sparse kernel"
 FLOAT_SCALE = "float scale factors may set the output size"
 ITS_BACKWARD = "its backward"
@@ -383,7 +396,7 @@ OPS = {
     "aten::_nested_tensor_from_mask": Record(unsupported=TRANSFORMER_FAST_PATH),
     "aten::_nested_tensor_from_tensor_list": Record(unsupported=NESTED),
     "aten::_reshape_alias": Record(NATIVE),
-    "aten::_saturate_weight_to_fp16": Record(run=WHOLE, why=RAW_BYTES),
+    "aten::_saturate_weight_to_fp16": Record(run=decompose(saturate_weight_to_fp16, autograd=True, backend=False), why=RAW_BYTES_IN_AUTOGRAD),
     "aten::_scaled_dot_product_efficient_attention": Record(cost=ATTENTION_FORWARD),
     "aten::_scaled_dot_product_efficient_attention_backward": Record(cost=ATTENTION_BACKWARD),
     "aten::_scaled_dot_product_flash_attention": Record(cost=ATTENTION_FORWARD),
@@ -701,7 +714,6 @@ OPS = {
     "aten::tanh": Record(NATIVE, cost=SCALAR_PASS, fast=Fast(UNARY)),
     "aten::tanh_": Record(cost=SCALAR_PASS),
     "aten::tanh_backward": Record(NATIVE, cost=DERIVATIVE_TIMES_GRADIENT),
-    "aten::tensor_split.tensor_indices_or_sections": Record(run=decompose(tensor_split_by_tensor, autograd=True), why="its composite code wants the indices on the CPU (on CUDA too)"),
     "aten::threshold": Record(NATIVE),
     "aten::threshold_backward": Record(NATIVE),
     "aten::to_mkldnn": Record(unsupported=MKLDNN),

@@ -49,9 +49,9 @@ def test_decomposed_ops_have_device_kernels():
     on_host = 0
     for key, r in OPS.items():
         if isinstance(r.run, Decompose):
-            keys = ("PrivateUse1", "AutogradPrivateUse1") if r.run.autograd else ("PrivateUse1",)
-            for dispatch_key in keys:
-                assert torch._C._dispatch_has_kernel_for_dispatch_key(key, dispatch_key), (key, dispatch_key)
+            for dispatch_key in ("PrivateUse1", "AutogradPrivateUse1"):
+                registered = torch._C._dispatch_has_kernel_for_dispatch_key(key, dispatch_key)
+                assert registered == (dispatch_key in r.run.keys), (key, dispatch_key)
         if isinstance(r.run, OnHost):  # the executor's kernel, which runs the record's kernel as one executable
             assert torch._C._dispatch_has_kernel_for_dispatch_key(key, "PrivateUse1"), key
             on_host += 1

@@ -93,6 +93,7 @@ CPU_RESULTS: dict[str, str] = {
 # Arguments that ATen requires on the CPU whatever the device: op -> argument names.
 KEEP_ON_CPU: dict[str, tuple[str, ...]] = {
     "aten::randint_like.Tensor": ("high",),  # "high must be a scalar tensor and on CPU"
+    "aten::tensor_split.tensor_indices_or_sections": ("tensor_indices_or_sections",),  # "... to be on cpu"
     "aten::randint_like.Tensor_out": ("high",),
     "aten::randint_like.Tensor_generator": ("high",),
     "aten::randint_like.Tensor_generator_out": ("high",),
