@@ -1,5 +1,6 @@
 // The few ATen kernels a device must own in C++: allocation, metadata and views, copies and the
 // refusals of features Neuron does not have. Every other op goes through the executor.
+#include "aten/blocking_copies.h"
 #include "aten/counted_impl.h"
 #include "executor/executor.h"
 #include "executor/execution.h"
@@ -75,7 +76,13 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
   const auto refusal = channels_last_refusal(op, format);
   if (refusal) report_kernel_refusal(op.schema().name().c_str(), *refusal);  // a CPU fallback, or raises
   else count_kernel_call(CountedKernel::ToCopy);
-  return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
+  at::Tensor result;
+  {
+    const InsideOneDeviceOp one_op;  // its copy_ is part of this op: the op waits once, by its own rule
+    result = at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, format);
+  }
+  after_blocking_to_copy(self, result, non_blocking);
+  return result;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -158,6 +165,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     auto work = std::make_unique<QueuedCopy>(dst, self);
     work->launch = trace.hand_off();
     run_or_enqueue(dst.device().index(), std::move(work), 2 * static_cast<int64_t>(dst.nbytes()));
+    after_blocking_copy(dst, self, non_blocking);
     return dst;
   }
   wait_for_device(self);
@@ -169,6 +177,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                                           : Work::DeviceToHost);
   work.describe(-1, (to_device ? dst : self).device().index(), static_cast<int64_t>(dst.nbytes()));
   cpu_alias(dst).copy_(cpu_alias(self), non_blocking);
+  after_blocking_copy(dst, self, non_blocking);
   return dst;
 }
 

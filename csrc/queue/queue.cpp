@@ -346,6 +346,8 @@ bool runs_inline() {
   return g_blocking.load(std::memory_order_relaxed) || t_is_worker || g_stopped.load(std::memory_order_relaxed);
 }
 
+bool on_queue_worker() { return t_is_worker; }
+
 void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work) {
   find_queue(device, current_stream_id(device), true)->push(std::move(work));
 }

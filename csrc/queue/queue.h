@@ -77,6 +77,8 @@ void set_launch_blocking(bool blocking);
 // True when ops must run when issued: NEURON_LAUNCH_BLOCKING=1, a worker thread, a forked child,
 // or interpreter exit.
 bool runs_inline();
+// True on a queue's worker thread: what runs there is queued work, part of some op already issued.
+bool on_queue_worker();
 
 // Appends work to the current stream's queue of `device`.
 void enqueue(c10::DeviceIndex device, std::unique_ptr<QueuedWork> work);

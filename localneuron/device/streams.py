@@ -7,9 +7,12 @@ stream is a queue of its own only while either variable is 1, read at each creat
 per test); otherwise torch.neuron.Stream() == default_stream(), and work "on" it is ordered with everything else on
 the default stream. The C++ guard asks new_streams_are_distinct() for every stream PyTorch creates (csrc/runtime/guard.h).
 """
+import sys
+
 import torch
 
 from localneuron.device.devices import device_index
+from localneuron.runtime import host_syncs
 from localneuron.runtime.environment import read
 
 HOST_CC_VARIABLES = ("NEURON_RT_ENABLE_HOST_CC", "TORCH_NEURONX_ENABLE_HOST_CC")
@@ -150,3 +153,14 @@ class StreamContext:
 
 def stream(stream) -> StreamContext:
     return StreamContext(stream)
+
+
+def after_blocking_copy(device_index: int) -> None:
+    """Called by the device's copy kernels (csrc/aten/blocking_copies.h) after a copy within the device that the user
+    asked to block: TorchNeuron's copy_ and _to_copy then wait for the current stream, through this very call to
+    torch_neuronx.current_stream. A host synchronisation point, listed in the report by call site; the runtime's own
+    copies (a frame of it above the call) neither wait nor count."""
+    import torch_neuronx
+
+    if host_syncs.record(host_syncs.BLOCKING_DEVICE_COPY, sys._getframe(0).f_back):
+        torch_neuronx.current_stream(device_index).synchronize()

@@ -9,7 +9,9 @@ import sys
 from localneuron.runtime import call_sites
 
 # csrc/profiler/trace_plugin.h HostSync
-KINDS = ("scalar read (.item(), bool(), int(), float(), `if tensor:`)", "copy to host (.cpu(), .numpy(), .tolist())")
+KINDS = ("scalar read (.item(), bool(), int(), float(), `if tensor:`)", "copy to host (.cpu(), .numpy(), .tolist())",
+         "blocking copy within the device (copy_, .to(dtype) without non_blocking=True)")
+BLOCKING_DEVICE_COPY = 2
 PRINT = "print / str of a tensor"
 _RUNTIME_PATHS = ("localneuron/ops/", "localneuron/compiler/", "localneuron/distributed/", "localneuron/nki/")
 _PRINTING = "torch/_tensor_str.py"
@@ -39,7 +41,14 @@ def _role(filename: str) -> int:
 
 
 def observe(kind: int) -> None:
-    frame = sys._getframe(0).f_back  # None when the C++ autograd engine copies on its own thread
+    """The C++ core's report of a host sync of kind `kind` (csrc/profiler/trace_plugin.h HostSync), from the
+    innermost Python frame of the thread that waits."""
+    record(kind, sys._getframe(0).f_back)
+
+
+def record(kind: int, frame) -> bool:
+    """Counts a sync of kind `kind` at the user's call site above `frame` (None: the autograd engine's thread); False,
+    counting nothing, when the runtime itself made it."""
     what = KINDS[kind]
     walk = frame  # out to the innermost user frame, where the site starts
     while walk is not None:
@@ -47,9 +56,10 @@ def observe(kind: int) -> None:
         if role == USER:
             break
         if role == RUNTIME:
-            return
+            return False
         if role == PRINTING:
             what = PRINT
         walk = walk.f_back
     site = NO_PYTHON_CALLER if frame is None else call_sites.user_site(walk) or "(library code only)"
     call_sites.record(call_sites.HOST_SYNC, what, site)
+    return True
