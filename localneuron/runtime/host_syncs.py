@@ -1,14 +1,16 @@
 """Blocking host syncs, by the user's call site: on Trainium each one drains the device queue, so a
 training step wants as few as possible (docs/asynchronous-execution.md: execution is asynchronous until the host reads).
 
-The C++ core calls observe() wherever the host waits for device data; copies made by the runtime
-itself (the CPU fallback moving its inputs) are not the user's syncs and are skipped.
+The C++ core calls observe() wherever the host waits for device data, and the device's copy kernels reach record()
+for a blocking copy within the device; copies made by the runtime itself (the CPU fallback moving its inputs, a
+decomposition's casts) are not the user's syncs and are skipped.
 """
 import sys
 
 from localneuron.runtime import call_sites
 
-# csrc/profiler/trace_plugin.h HostSync
+# the first two: csrc/profiler/trace_plugin.h HostSync; the third: csrc/aten/blocking_copies.h's, recorded by
+# localneuron/device/streams.py
 KINDS = ("scalar read (.item(), bool(), int(), float(), `if tensor:`)", "copy to host (.cpu(), .numpy(), .tolist())",
          "blocking copy within the device (copy_, .to(dtype) without non_blocking=True)")
 BLOCKING_DEVICE_COPY = 2
