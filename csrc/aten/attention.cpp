@@ -2,8 +2,6 @@
 // (_scaled_dot_product_fused_attention_overrideable, the backend hook PyTorch leaves to devices), not
 // PyTorch's unfused math path, for grouped key/value heads and value heads of another size too. The host
 // computes it with its flash-attention kernel.
-#include "aten/blocking_copies.h"
-
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
@@ -106,7 +104,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool,
                 std::optional<double> scale) {
-  const InsideOneDeviceOp one_op;  // its layout copies and casts are part of the one fused op
   const FlashOperands flash(query, value);
   auto [out, logsumexp] =
       flash.plain()
@@ -123,7 +120,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
     const at::Tensor& attn_bias, std::array<bool, 4>, const at::Tensor& out, const at::Tensor& logsumexp,
     const at::Tensor&, const at::Tensor&, c10::SymInt, c10::SymInt, double dropout_p, bool is_causal,
     const at::Tensor&, const at::Tensor&, std::optional<double> scale) {
-  const InsideOneDeviceOp one_op;  // as the forward's
   const std::optional<at::Tensor> mask = attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt;
   const FlashOperands flash(query, value);
   at::Tensor gq, gk, gv;

@@ -3,8 +3,8 @@
 // copy kernels do (its source snapshot, python_ops/torch_mlir/ops/copy.py and to_copy.py: the kernel, then
 // torch_neuronx.current_stream(device).synchronize(), skipped for the dtypes and tensors those kernels leave to its
 // other paths). Copies a device kernel makes as part of one op are not the user's and do not wait: TorchNeuron runs
-// those ops as single kernels. C++ kernels say so with InsideOneDeviceOp; for Python ones (decompositions, the
-// float64 route) the Python side sees the runtime's frame above the copy.
+// those ops as single kernels. _to_copy's own copy_ says so with InsideOneDeviceOp; for Python kernels
+// (decompositions, the float64 route) the Python side sees the runtime's frame above the copy.
 #pragma once
 #include <ATen/core/Tensor.h>
 

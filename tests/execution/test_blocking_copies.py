@@ -61,8 +61,6 @@ def test_to_its_own_dtype_copies_nothing_unless_asked():
     ("non-contiguous destination", lambda: torch.empty(4, 4, device="neuron").t().copy_(on_device(4, 4))),
     ("to the host", lambda: on_device(4).cpu()),
     ("from the host", lambda: torch.empty(4, device="neuron").copy_(torch.ones(4))),
-    ("a fused attention's own casts", lambda: torch.nn.functional.scaled_dot_product_attention(
-        *(on_device(1, 4, 8, 6).to(torch.bfloat16, non_blocking=True),) * 3, enable_gqa=False)),
     ("a decomposition's own casts", lambda: torch.ops.aten.mm.dtype(
         on_device(2, 3, dtype=torch.bfloat16), on_device(3, 2, dtype=torch.bfloat16), torch.float32)),
 ])
