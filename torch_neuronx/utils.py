@@ -49,6 +49,14 @@ def get_platform_target() -> str:
     return generation.platform_of(generation.current())
 
 
+def get_logical_neuron_cores() -> str:
+    """The logical NeuronCore configuration in effect, "1" or "2": physical NeuronCores per device (NEURON_LOGICAL_NC_
+    CONFIG, else the target's default, 2 on trn2 and trn3). TorchNeuron's own NKI kernels launch on that many cores."""
+    from localneuron.runtime.config import selected_target
+
+    return str(selected_target().lnc)
+
+
 def get_neuron_registered_ops(as_sorted: bool = False, keep_variant: bool = False) -> set | list:
     """The ops with a kernel of the device's own (the PrivateUse1 dispatch key), as the dispatcher lists them, without
     their namespace (aten's and c10d's): "name.overload" with keep_variant, else the bare names; a sorted list with

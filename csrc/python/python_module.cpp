@@ -33,8 +33,9 @@ using namespace localneuron;
 // so it owns no Python object and its own release needs no interpreter.
 static void drain_autograd_device_threads() {
   py::gil_scoped_release no_gil;
-  for (c10::DeviceIndex d = 0; d < device_count(); d++) {
-    const auto options = at::TensorOptions().device(kNeuron, d);
+  // the engine has a thread for the devices PyTorch counts (device_count_for_pytorch), not for a 128th
+  for (int d = 0; d < device_count_for_pytorch(); d++) {
+    const auto options = at::TensorOptions().device(kNeuron, static_cast<c10::DeviceIndex>(d));
     at::Tensor leaf = at::empty({1}, options).requires_grad_(true);
     torch::autograd::backward({leaf.view({1})}, {at::empty({1}, options)});
   }
@@ -51,7 +52,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "localneuron C++ core: allocator, device guard, hooks, aliases and the eager executor";
 
   m.def("configure_devices", &configure_devices, py::arg("count"), py::arg("hbm_bytes_per_core"), py::arg("target"));
-  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("device_count", [] { return device_count(); });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
   m.def("set_device", [](int64_t d) { set_current_device(checked_index(d)); });
   m.def("runtime_initialized", &runtime_initialized);

@@ -157,8 +157,8 @@ void raise_held_failures(c10::DeviceIndex device) {
 }
 
 std::vector<std::string> take_unreported_failures() {
-  std::vector<std::pair<c10::DeviceIndex, Failure>> unreported;
-  for (c10::DeviceIndex device = 0; device < kMaxDevices; device++) {
+  std::vector<std::pair<int, Failure>> unreported;
+  for (int device = 0; device < kMaxDevices; device++) {  // an int: a DeviceIndex (8 bits) never reaches 128
     DeviceFailures& d = g_failures[device];
     if (!d.any.load(std::memory_order_acquire)) continue;
     std::lock_guard<std::mutex> lock(d.mu);

@@ -399,7 +399,7 @@ void synchronize_device(c10::DeviceIndex device) {
 void synchronize_all_devices() {
   if (t_is_worker) return;
   drain_all_devices();
-  for (c10::DeviceIndex d = 0; d < device_count(); d++) raise_held_failures(d);
+  for (int d = 0; d < device_count(); d++) raise_held_failures(static_cast<c10::DeviceIndex>(d));
 }
 
 void synchronize_stream(const c10::Stream& stream) {

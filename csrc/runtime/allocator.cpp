@@ -238,7 +238,7 @@ struct NeuronAllocator final : c10::DeviceAllocator {
   void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {
-    for (c10::DeviceIndex d = 0; d < device_count(); d++) localneuron::empty_cache(d);
+    for (int d = 0; d < device_count(); d++) localneuron::empty_cache(static_cast<c10::DeviceIndex>(d));
   }
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record_stream_use(ptr, stream); }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {

@@ -1,8 +1,10 @@
 #include "runtime/device_state.h"
 
 #include <c10/util/Exception.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <limits>
 
 namespace localneuron {
 namespace {
@@ -25,7 +27,11 @@ void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string&
   g_target = target;
 }
 
-c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(g_count.load()); }
+int device_count() { return g_count.load(); }
+
+c10::DeviceIndex device_count_for_pytorch() {
+  return static_cast<c10::DeviceIndex>(std::min(device_count(), int(std::numeric_limits<c10::DeviceIndex>::max())));
+}
 int64_t device_capacity() { return g_capacity.load(); }
 const std::string& target_name() { return g_target; }
 
@@ -41,7 +47,7 @@ c10::DeviceIndex checked_index(int64_t index) {
       TORCH_CHECK(false, "Device index ", index, " is out of range: no Neuron devices are visible (check NEURON_RT_VISIBLE_CORES).");
     }
     // RuntimeError, in TorchNeuron's words (CUDA's invalid device ordinal is a RuntimeError too)
-    TORCH_CHECK(false, "Device index ", index, " is out of range. Valid range is 0 to ", static_cast<int>(n) - 1,
+    TORCH_CHECK(false, "Device index ", index, " is out of range. Valid range is 0 to ", n - 1,
                 " for this process (LOCALNEURON_CHIPS and NEURON_RT_VISIBLE_CORES set how many cores it sees).");
   }
   return static_cast<c10::DeviceIndex>(index);

@@ -8,13 +8,18 @@
 namespace localneuron {
 
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
-constexpr int kMaxDevices = 64;
+// A trn2.48xlarge at LNC=1: 16 chips of 8 logical cores; also PyTorch's ceiling (a DeviceIndex is 8 bits).
+constexpr int kMaxDevices = 128;
 // Caps the HBM per core so that every byte count of the allocator stays far inside int64.
 constexpr int64_t kMaxCapacity = int64_t(1) << 62;
 
 // Set once from Python (runtime/target.py) before the first device use.
 void configure_devices(int count, int64_t hbm_bytes_per_core, const std::string& target);
-c10::DeviceIndex device_count();
+// How many devices this process sees, 0 to kMaxDevices.
+int device_count();
+// The same for PyTorch's interfaces (the guard's and the hooks' deviceCount), whose 8-bit DeviceIndex cannot say
+// 128: the full instance at LNC=1 shows 127 there, while torch.neuron.device_count() and every index check see 128.
+c10::DeviceIndex device_count_for_pytorch();
 int64_t device_capacity();
 const std::string& target_name();
 

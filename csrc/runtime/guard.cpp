@@ -60,7 +60,7 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     set_current_stream_id(s.device_index(), s.id());
     return old;
   }
-  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count_for_pytorch(); }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
     if (*event == nullptr) *event = new EventHandle(new_queue_event());
     record_event(handle(*event), stream);

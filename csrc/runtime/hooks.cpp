@@ -19,7 +19,7 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return runtime_initialized(); }
   void init() const override { mark_runtime_initialized(); }
-  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  c10::DeviceIndex deviceCount() const override { return device_count_for_pytorch(); }
   void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {

@@ -131,7 +131,7 @@ py::dict memory_snapshot() {
   for (size_t i = 0; i < unique.size(); i++) symbolized[unique[i]] = frames[i];
 
   py::list device_traces;
-  for (c10::DeviceIndex d = 0; d < device_count(); d++) device_traces.append(py::list());
+  for (int d = 0; d < device_count(); d++) device_traces.append(py::list());
   for (const auto& e : trace) {
     if (e.device < 0 || e.device >= device_count()) continue;
     py::dict entry;

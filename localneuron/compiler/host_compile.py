@@ -89,7 +89,8 @@ def _inductor_config_digest() -> str:
 def cache_key(gm, host_inputs, is_backward: bool, settings: CompileSettings) -> str:
     inputs = [(tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
               for t in host_inputs]
-    return key_of(FORMAT_VERSION, torch.__version__, VERSION, selected_target().name, host_isa(),
+    target = selected_target()  # a graph is compiled for one LNC, as neuronx-cc's -lnc is the runtime's
+    return key_of(FORMAT_VERSION, torch.__version__, VERSION, target.name, target.lnc, host_isa(),
                   _inductor_config_digest(), settings.model_name, is_backward, gm.code, inputs, _constants_digest(gm),
                   _rounding_marks(gm), _donated_inputs())
 

@@ -24,6 +24,7 @@ GH226/ = https://github.com/aws-neuron/aws-neuron-sdk/blob/v2.26.1/, its source 
   [trn3-arch]    RTD/about-neuron/arch/neuron-hardware/trn3-arch.html        (Trn3 UltraServers)
   [lnc]          RTD/about-neuron/arch/neuron-features/logical-neuroncore-config.html (logical NeuronCores)
 """
+import dataclasses
 from dataclasses import dataclass, field
 
 from localneuron.costmodel import stacks
@@ -112,6 +113,20 @@ class Chip:
                                        # costmodel/stacks.py, fitted on published rows; --stack)
 
     # --- the device as TorchNeuron shows it ------------------------------------------------------
+    def at_lnc(self, lnc: int) -> "Chip":
+        """This chip with `lnc` physical cores per logical core: [lnc] allows 1 or 2 on Trn2 and Trn3 (LNC=2 their
+        default), and Trn1 runs one physical core per logical core only. A logical core at LNC=1 has one physical
+        core's engines, DMA queues and HBM share, at LNC=2 two's; the chip's HBM is divided among its logical cores
+        ([lnc]: each 24 GB bank serves two physical cores, as one logical core or two)."""
+        if lnc == self.lnc:
+            return self
+        if lnc not in (1, 2) or self.physical_cores % lnc:
+            raise ValueError(f"LNC={lnc}: {self.name} groups its {self.physical_cores} physical NeuronCores per chip "
+                             "into logical cores of 1 or 2 (1 or 2 are the only LNC values)")
+        if self.name == "trn1":
+            raise ValueError(f"LNC={lnc}: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
+        return dataclasses.replace(self, lnc=lnc)
+
     @property
     def nc_version(self):
         return self.core.name

@@ -100,7 +100,8 @@ class DeviceProperties:
 
         config = device_config()
         self.index = index
-        self.name = f"NeuronCore-v{ {'gen2': 2, 'gen3': 3, 'gen4': 4}[config.target.nc_version] } ({config.target.name}, simulated)"
+        generation = {'gen2': 2, 'gen3': 3, 'gen4': 4}[config.target.nc_version]
+        self.name = f"NeuronCore-v{generation} ({config.target.name}, LNC={config.target.lnc}, simulated)"
         self.target = config.target.name
         self.total_memory = _C.memory_counters(index)["capacity"]
 

@@ -16,13 +16,12 @@ def target_chip(name: str, lnc: int | None = None, stack: str = stacks.DEFAULT) 
     """The target as TorchNeuron runs it (trn2/trn3 at LNC=2), or with `lnc` physical cores per logical
     core where the hardware has that many, its work priced as `stack` runs it."""
     target = dataclasses.replace(chip(name), stack=stacks.check(stack))
-    if lnc is None or lnc == target.lnc:
+    if lnc is None:
         return target
-    if lnc not in (1, 2) or target.physical_cores % lnc:
-        raise ValueError(f"--lnc {lnc}: {target.name} groups its {target.physical_cores} NeuronCores per chip by 1 or 2")
-    if target.name == "trn1":
-        raise ValueError("--lnc 2: trn1 runs one physical NeuronCore per logical core (LNC=1) only")
-    return dataclasses.replace(target, lnc=lnc)
+    try:
+        return target.at_lnc(lnc)
+    except ValueError as error:
+        raise ValueError(f"--lnc {lnc}: {error}") from None
 
 
 class LayoutError(ValueError):

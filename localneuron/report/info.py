@@ -36,6 +36,7 @@ def info() -> int:
     else:
         t = config.target
         print(f"simulated target: {t.name} (NeuronCore {t.nc_version}), LOCALNEURON_TARGET to change")
+        print(f"logical-neuroncore-config: {t.lnc} ({t.logical_cores} NeuronCores a chip; NEURON_LOGICAL_NC_CONFIG)")
         print(f"visible NeuronCores: {len(config.visible_cores)} {list(config.visible_cores)}")
         print(f"HBM per NeuronCore: {bytes_text(config.hbm_bytes_per_core)}")
         print(f"device times priced as the {t.stack} stack (localneuron estimate --stack prices others)")

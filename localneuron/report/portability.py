@@ -35,6 +35,7 @@ def collect() -> dict:
                            "out_of_memory_errors": c["ooms"]})
     data = {
         "target": config.target.name,
+        "lnc": config.target.lnc,
         "visible_cores": len(config.visible_cores),
         "native_ops": dict(counts[tracking.NATIVE].most_common()),
         "native_ops_computed_in_32bit": dict(counts[tracking.NATIVE_32BIT].most_common()),
@@ -99,7 +100,7 @@ def _source_line_lines(data: dict, limit: int = 8) -> list[str]:
 
 
 def render(data: dict) -> str:
-    lines = ["", "=" * 72, f"localneuron portability report (simulated {data['target']}, "
+    lines = ["", "=" * 72, f"localneuron portability report (simulated {data['target']} at LNC={data['lnc']}, "
              f"{data['visible_cores']} NeuronCores visible)", "=" * 72]
     lines += _op_lines("Ran natively on the NeuronCore", data["native_ops"])
     if data["native_ops_computed_in_32bit"]:

@@ -149,8 +149,10 @@ def auto_flag(text: str) -> bool | None:
     return None if text.lower() == "auto" else flag(text)
 
 
-# A trn2.48xlarge (the largest instance) has 16 chips: 64 logical NeuronCores, the C++ core's kMaxDevices.
+# A trn2.48xlarge (the largest instance) has 16 chips: 64 logical NeuronCores at LNC=2, 128 at LNC=1, the C++ core's
+# kMaxDevices (and PyTorch's: a device index is 8 bits).
 MAX_CHIPS = 16
+MAX_CORES = 128
 MAX_HBM_BYTES_PER_CORE = 1 << 40
 MAX_RANKS = 1 << 16
 _UID = os.geteuid()
@@ -169,10 +171,16 @@ VARIABLES = (
     Variable("LOCALNEURON_TARGET", lowercase_choice(*TARGETS), DEFAULT_TARGET,
              f"simulated instance: {' or '.join(TARGETS)}"),
     Variable("LOCALNEURON_CHIPS", integer(1, MAX_CHIPS), None,
-             "chips in the simulated instance, 4 logical NeuronCores each (unset: 1, or enough for LOCAL_WORLD_SIZE ranks)"),
+             "chips in the simulated instance, 4 logical NeuronCores each at LNC=2, 8 at LNC=1 (unset: 1, or enough for "
+             "LOCAL_WORLD_SIZE ranks)"),
+    Variable("NEURON_LOGICAL_NC_CONFIG", lambda text: int(choice("1", "2")(text)), None,
+             "physical NeuronCores per logical core (LNC): 2 (the default on trn2 and trn3: 4 logical cores per chip) "
+             "or 1 (8 per chip, each with half the engines, HBM capacity and bandwidth)"),
     Variable("LOCALNEURON_HBM_BYTES_PER_CORE", byte_count(1, MAX_HBM_BYTES_PER_CORE), None,
              "HBM capacity per NeuronCore, to rehearse out-of-memory (unset: the target's)"),
     Variable("NEURON_RT_VISIBLE_CORES", core_list, None, "the cores this process sees, like 0, 0,2 or 0-3 (unset: all)"),
+    Variable("NEURON_RT_NUM_CORES", integer(0, MAX_CORES), "0",
+             "how many cores this process takes, the first free ones (0: all); NEURON_RT_VISIBLE_CORES takes precedence"),
     Variable("LOCALNEURON_FALLBACK_ERROR", flag, "0", "every CPU fallback raises instead (CI for ported code)"),
     Variable("LOCALNEURON_REPORT_DIR", path, None,
              "under torchrun, each rank writes `localneuron-report-rank<R>.json` there at exit"),

@@ -72,7 +72,7 @@ def test_good_values_parse(monkeypatch, name, value, expected):
 def test_visible_cores_beyond_the_instance_name_the_core_and_the_remedy(monkeypatch):
     monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "2-5")
     with pytest.raises(ConfigurationError, match=r"NEURON_RT_VISIBLE_CORES='2-5' names core 4, .* 4 logical "
-                                                 r"NeuronCores \(0-3\); raise LOCALNEURON_CHIPS"):
+                                                 r"NeuronCores \(0-3; 1 chip\(s\), 4 logical NeuronCores a chip at LNC=2\); raise LOCALNEURON_CHIPS"):
         device_config()
     monkeypatch.setenv("LOCALNEURON_CHIPS", "2")
     assert device_config().visible_cores == (2, 3, 4, 5)

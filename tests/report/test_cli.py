@@ -30,7 +30,7 @@ def test_run_prints_the_portability_report_and_writes_json(tmp_path):
     r = localneuron("run", "--json", str(out), str(script), "--flag", "7")
     assert r.returncode == 0, r.stderr
     assert "args ['--flag', '7']" in r.stdout
-    assert "localneuron portability report (simulated trn2, 4 NeuronCores visible)" in r.stdout
+    assert "localneuron portability report (simulated trn2 at LNC=2, 4 NeuronCores visible)" in r.stdout
     assert "aten::mm" in r.stdout and "CPU FALLBACKS" in r.stdout and "aten::linalg_qr" in r.stdout
     assert "64-bit tensors computed in 32-bit" in r.stdout
     assert "Peak device memory on neuron:0" in r.stdout and "Executable cache:" in r.stdout
