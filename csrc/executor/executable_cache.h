@@ -17,6 +17,9 @@ struct Executable {
   // first: the queue runs short work on the issuing thread and hands long work to its worker (queue.h).
   std::atomic<int64_t> host_ns{-1};
   std::atomic<uint32_t> timed_calls{0};
+  // A tensor its calls write (in place or out=) is not contiguous, a fact of its signature: TorchNeuron's kernel
+  // launch refuses such a write, so every call asks the policy first (report_strided_write).
+  bool writes_strided = false;
 };
 
 // Times the host kernel of an executable's call when the call is sampled (the first few of each

@@ -76,8 +76,24 @@ bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stac
   return false;
 }
 
+// Whether the call writes (in place or out=) a tensor that is not contiguous; part of its signature (signature.h).
+bool writes_strided(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); i++) {
+    const c10::AliasInfo* alias = args[i].alias_info();
+    const c10::IValue& written = stack[begin + i];
+    if (alias != nullptr && alias->isWrite() && written.isTensor() && written.toTensor().defined() &&
+        !written.toTensor().is_contiguous()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Executable* compile(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t begin, uint64_t key) {
-  return add_executable(key, decide_route(op, stack, begin));
+  Executable* exe = add_executable(key, decide_route(op, stack, begin));
+  exe->writes_strided = exe->execution != Execution::Metadata && writes_strided(op.schema(), stack, begin);
+  return exe;
 }
 
 // Runs the op's host kernel on aliases of its device tensors and maps the results back.
@@ -232,6 +248,7 @@ void execute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Sta
   }
   const bool python_route = exe->route == Route::Python && !t_device_route_only;
   check_operand_devices(op, *stack, begin, /*refuse_host=*/!python_route);
+  if (exe->writes_strided) report_strided_write(op.schema());
   exe->calls.fetch_add(1, std::memory_order_relaxed);
   note_device_time(exe->estimated_ns);
   const c10::DeviceIndex device = device_of(*stack, begin);

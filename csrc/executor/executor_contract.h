@@ -1,6 +1,7 @@
 // The contract between the C++ executor and its Python policy (localneuron/ops/policy.py), defined
 // once here. Python sees Route as localneuron._C.Route and installs the callbacks with
-// localneuron._C.install_executor(on_miss=..., run_python=..., on_device_failure=..., on_kernel_refusal=...), once.
+// localneuron._C.install_executor(on_miss=..., run_python=..., on_device_failure=..., on_kernel_refusal=...,
+// on_strided_write=...), once.
 #pragma once
 #include <pybind11/pybind11.h>
 
@@ -45,6 +46,9 @@ struct ExecutorCallbacks {
   // TorchNeuron's Neuron implementation refuses; the policy raises (fallback disabled) or accounts a CPU fallback,
   // and the kernel then computes what the host would (the device's memory is the host's).
   pybind11::object on_kernel_refusal;
+  // on_strided_write(op_name, overload) -> None or raises: a call writes (in place or out=) a tensor that is not contiguous,
+  // which TorchNeuron's kernel launch refuses; the policy raises when the CPU fallback is disabled, else the call runs.
+  pybind11::object on_strided_write;
 };
 
 }  // namespace localneuron

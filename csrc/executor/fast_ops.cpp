@@ -99,7 +99,7 @@ Executable* cached_device_executable(const FastOp& fast, const Operands& x, uint
   if (x.scalar != nullptr) h = scalar_signature(h, c10::IValue(*x.scalar));
   *key = h = finish_signature(h);
   Executable* exe = find_executable(h);
-  return exe != nullptr && exe->route == Route::Device ? exe : nullptr;
+  return exe != nullptr && exe->route == Route::Device && !exe->writes_strided ? exe : nullptr;
 }
 
 // The op's out= overload on host tensors, into `out`; an in-place form's op itself, on `out` (the host alias of its

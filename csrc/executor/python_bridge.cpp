@@ -87,7 +87,8 @@ void install_callbacks(ExecutorCallbacks installed) {
               "the localneuron executor's callbacks are already installed; they are installed once, at device "
               "registration (localneuron/device/registration.py)");
   for (const py::object* fn :
-       {&installed.on_miss, &installed.run_python, &installed.on_device_failure, &installed.on_kernel_refusal}) {
+       {&installed.on_miss, &installed.run_python, &installed.on_device_failure, &installed.on_kernel_refusal,
+        &installed.on_strided_write}) {
     TORCH_CHECK(PyCallable_Check(fn->ptr()), "install_executor: every callback must be callable");
   }
   g_callbacks = new ExecutorCallbacks(std::move(installed));
@@ -114,6 +115,12 @@ void report_kernel_refusal(const char* op_name, const std::string& reason) {
   const ExecutorCallbacks& cb = callbacks();
   py::gil_scoped_acquire gil;
   cb.on_kernel_refusal(py::str(op_name), py::str(reason));
+}
+
+void report_strided_write(const c10::FunctionSchema& schema) {
+  const ExecutorCallbacks& cb = callbacks();
+  py::gil_scoped_acquire gil;
+  cb.on_strided_write(py::str(schema.name()), py::str(schema.overload_name()));
 }
 
 }  // namespace localneuron

@@ -25,5 +25,7 @@ void recover_device_failure(int64_t executable_id, const c10::OperatorHandle& op
 
 // on_kernel_refusal: returns when the call is to run as a CPU fallback, else raises the policy's error.
 void report_kernel_refusal(const char* op_name, const std::string& reason);
+// on_strided_write: returns when the call is to run, else raises the policy's error.
+void report_strided_write(const c10::FunctionSchema& schema);
 
 }  // namespace localneuron

@@ -175,15 +175,15 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "install_executor",
       [](py::object on_miss, py::object run_python, py::object on_device_failure, py::object on_kernel_refusal,
-         const std::vector<std::string>& ops_shaped_by_scalars,
+         py::object on_strided_write, const std::vector<std::string>& ops_shaped_by_scalars,
          const std::vector<std::tuple<std::string, std::string, std::string, std::string>>& fast_ops) {
         set_fast_ops(fast_ops);
         install_executor({std::move(on_miss), std::move(run_python), std::move(on_device_failure),
-                          std::move(on_kernel_refusal)});
+                          std::move(on_kernel_refusal), std::move(on_strided_write)});
         set_ops_shaped_by_scalars(ops_shaped_by_scalars);
       },
       py::kw_only(), py::arg("on_miss"), py::arg("run_python"), py::arg("on_device_failure"), py::arg("on_kernel_refusal"),
-      py::arg("ops_shaped_by_scalars"), py::arg("fast_ops"),
+      py::arg("on_strided_write"), py::arg("ops_shaped_by_scalars"), py::arg("fast_ops"),
       "Installs the executor, its policy callbacks (csrc/executor/executor_contract.h), the ops whose Scalar "
       "arguments set their output shape (their values join the signature, csrc/executor/signature.h) and the "
       "ops with unboxed entry points, (op, overload, out overload, form) (csrc/executor/fast_ops.cpp); both "

@@ -24,7 +24,8 @@ def executor_callbacks() -> dict:
     """The policy the C++ executor calls (csrc/executor/executor_contract.h). They are the device's runtime, not
     user code: inside a compiled region Dynamo must neither trace them nor what they call."""
     callbacks = {"on_miss": policy.on_miss, "run_python": policy.run_python,
-                 "on_device_failure": policy.on_device_failure, "on_kernel_refusal": policy.on_kernel_refusal}
+                 "on_device_failure": policy.on_device_failure, "on_kernel_refusal": policy.on_kernel_refusal,
+                 "on_strided_write": policy.on_strided_write}
     skip = eval_frame._FrameExecStrategy(eval_frame._FrameAction.SKIP, eval_frame._FrameAction.SKIP)
     for fn in callbacks.values():
         eval_frame.set_code_exec_strategy(fn.__code__, skip)

@@ -258,6 +258,19 @@ def on_kernel_refusal(name: str, reason: str) -> None:
     _warn_fallback(name)
 
 
+def on_strided_write(name: str, overload: str) -> None:
+    """A native op writes (in place or out=) into a tensor that is not contiguous, such as a column `m[:, 3].add_(2)`.
+    TorchNeuron's kernel launch refuses non-contiguous tensors (the source snapshot's PrepareKernelTensors: its
+    prologues make inputs contiguous, never a written destination), so with its CPU fallback disabled that is the
+    error. Otherwise localneuron runs the write natively: whether TorchNeuron's fallback writes the result back into
+    the view is not settled by its sources (docs/limitations.md)."""
+    if read(ONLY_UNIMPLEMENTED_VAR):
+        raise _fallback_disabled(tracking.tracked_name(name, overload), "localneuron device executor",
+                                 "Cannot process non-contiguous tensors: the "
+                                 "tensor it writes is not contiguous (write into a contiguous tensor, then copy_ it "
+                                 "into the view)")
+
+
 def _fallback_disabled(name: str, implementation: str, details: str) -> RuntimeError:
     """TorchNeuron's error for a Neuron implementation that failed while its CPU fallback is disabled."""
     return RuntimeError(f"CPU fallback disabled because {ONLY_UNIMPLEMENTED_VAR}=1. Operation {name} failed to execute "

@@ -111,6 +111,58 @@ def test_failing_native_op_raises_documented_error_with_fallback_only_for_unimpl
     assert r.stdout.strip() == "IndexError index out of range in self", r.stdout + r.stderr
 
 
+# Writes as expressions of m (a 10x10 tensor of ones) and t (arange(100) as 10x10), on either device.
+STRIDED_WRITES = {  # a native op writing a tensor that is not contiguous: refused with the CPU fallback disabled
+    "aten::add_.Tensor": "m[:, 3].add_(2)",                                  # TorchNeuron's own test: a column
+    "aten::mul_.Tensor": "m.t().mul_(t)",                                    # a transposed whole tensor
+    "aten::fill_.Scalar": "m[:, 1].fill_(7)",
+    "aten::add.out": "torch.add(t, 1, out=m.t())",
+}
+CONTIGUOUS_WRITES = {  # still native: a contiguous destination, or a copy (TorchNeuron's copy kernel takes views)
+    "a row": "m[3].add_(2)",
+    "copy_ into a column": "m[:, 1].copy_(t[0])",
+    "setitem of a column": "m.__setitem__((slice(None), 2), t[1])",
+}
+
+
+@pytest.mark.parametrize("blocking", ["0", "1"])
+def test_a_write_into_a_strided_tensor_is_refused_when_the_cpu_fallback_is_disabled(blocking):
+    """TorchNeuron's kernel launch refuses a non-contiguous tensor, and its prologues make only inputs contiguous: an
+    in-place or out= write into a strided view fails on Neuron. With the CPU fallback disabled that is the error (read
+    at each call, as TorchNeuron reads it), and nothing is written; by default the write runs, as on the CPU."""
+    code = f"""
+import os, torch
+STRIDED, CONTIGUOUS = {STRIDED_WRITES!r}, {CONTIGUOUS_WRITES!r}
+def write(expression, device):
+    m, t = torch.ones(10, 10, device=device), torch.arange(100.0, device=device).reshape(10, 10)
+    eval(expression)
+    return m.cpu()
+for name, expression in {{**STRIDED, **CONTIGUOUS}}.items():  # by default: the CPU's result, every signature compiled
+    assert torch.equal(write(expression, "neuron"), write(expression, "cpu")), name
+variable = "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"
+os.environ[variable] = "1"
+for name, expression in STRIDED.items():
+    m = torch.ones(10, 10, device="neuron")
+    try:
+        eval(expression, {{"torch": torch, "m": m, "t": torch.arange(100.0, device="neuron").reshape(10, 10)}})
+        print("RAN", name)
+    except RuntimeError as e:
+        documented = (str(e).startswith(f"CPU fallback disabled because {{variable}}=1. Operation {{name}} failed to "
+                                        "execute on Neuron") and "Cannot process non-contiguous tensors" in str(e))
+        print("REFUSED", name) if documented else print("OTHER", name, str(e)[:300])
+    assert torch.equal(m.cpu(), torch.ones(10, 10)), name   # nothing written
+for name, expression in CONTIGUOUS.items():
+    assert torch.equal(write(expression, "neuron"), write(expression, "cpu")), name
+    print("RAN", name)
+del os.environ[variable]
+print("RAN after", write(STRIDED["aten::add_.Tensor"], "neuron")[0, 3].item())
+"""
+    r = run_python(code, env={"NEURON_LAUNCH_BLOCKING": blocking})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"REFUSED {name}" for name in STRIDED_WRITES] + [
+        f"RAN {name}" for name in CONTIGUOUS_WRITES] + ["RAN after 3.0"], r.stdout
+
+
 def test_support_table_rules_apply_per_dtype(tracking, quiet, monkeypatch):
     from localneuron.ops import op_records
 
