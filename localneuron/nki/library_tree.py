@@ -29,3 +29,10 @@ def find(explicit=None):
         if is_library(candidate):
             return candidate
     return None
+
+
+if __name__ == "__main__":  # scripts/nki_library_tests.sh: the root, found without importing localneuron (or torch)
+    import sys
+
+    found = find(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None)
+    sys.exit(f"no NKI Library tree found; fetch it with: {FETCH_COMMAND}") if found is None else print(found)

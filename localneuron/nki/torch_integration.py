@@ -142,7 +142,6 @@ def _split(args, kwargs):
     return tensors, template_args, template_kwargs
 
 
-@torch._dynamo.assume_constant_result
 def _plan_call(kernel_index, grid, template_args, template_kwargs, tensor_meta):
     """Specialise the call on shapes while Dynamo traces: the literal config for the graph node
     and whether the kernel writes its inputs (which picks the in-place op)."""
@@ -151,6 +150,12 @@ def _plan_call(kernel_index, grid, template_args, template_kwargs, tensor_meta):
     execution = execute(KERNELS[kernel_index], grid, [pick(e) for e in template_args],
                         {k: pick(e) for k, e in template_kwargs.items()}, numerics=False, record=False)
     return repr((grid, template_args, template_kwargs)), bool(execution.written)
+
+
+# torch._dynamo.assume_constant_result(_plan_call), which only sets this attribute, without importing Dynamo at
+# `import nki` (about 2 s of every NKI Library file's start-up); tests/nki/test_nki_torch.py checks that the
+# decorator still does no more than that.
+_plan_call._dynamo_marked_constant = True
 
 
 def _launch_in_graph(launch, args, kwargs):

@@ -5,6 +5,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import nki
 import nki.language as nl
+from fresh_python import run_python
 from localneuron.nki import nki_op, wrap_nki
 
 
@@ -129,6 +130,19 @@ def test_neuron_compile_backend_keeps_direct_kernel_calls_in_one_graph():
     compiled = torch.compile(lambda x, y: add_kernel(x, y, alpha=0.5) + 1, backend="neuron", fullgraph=True)
     result = compiled(a, b)
     torch.testing.assert_close(result.cpu(), (a + 0.5 * b + 1).cpu())
+
+
+def test_a_kernel_call_is_planned_as_a_constant_without_importing_dynamo_at_import():
+    """The planning step of a kernel call inside a graph is marked as Dynamo's assume_constant_result marks a function
+    (the decorator only sets that attribute; if a torch release does more, this fails), and `import nki` leaves Dynamo
+    unimported: it costs every NKI Library file about 2 s of start-up."""
+    from localneuron.nki import torch_integration
+
+    marked = torch._dynamo.assume_constant_result(lambda: None)
+    assert vars(marked) == {"_dynamo_marked_constant": True}
+    assert torch_integration._plan_call._dynamo_marked_constant is True
+    r = run_python("import sys, nki; print('torch._dynamo' in sys.modules)")
+    assert r.stdout.strip() == "False", r.stdout + r.stderr
 
 
 def test_fake_tensors_get_shapes_from_a_dry_run_without_recording_a_call():

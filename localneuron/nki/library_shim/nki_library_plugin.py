@@ -9,13 +9,20 @@ mode, and any use of it says so.
 The release also validates simulation-mode outputs through `Orchestrator._rename_neff_outputs_to_python_names`,
 which reads `self._compiled_kernel`, set only when a kernel is compiled (never in simulation mode), so every
 simulation-mode test would end in AttributeError. The plugin gives the class that attribute's "no compiled
-kernel" value, None, which the method already handles; nothing else of the framework is changed.
+kernel" value, None, which the method already handles.
+
+Start-up: the conftest's discovery of the marks its test classes declare parses the whole tree at each session's
+start; the plugin keeps its result per state of the tree (cached_mark_discovery). Nothing else of the framework is
+changed.
 """
 import importlib.abc
 import importlib.util
+import os
 import sys
 import types
 from enum import Enum
+
+import pytest
 
 _REASON = ("{} is not in the published NKI Library tree (it serves runs on Trainium hosts); localneuron runs "
            "the library in --test-mode simulation only")
@@ -75,6 +82,90 @@ class _MissingModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.append(_MissingModuleFinder())
+
+
+# --- start-up: the tree's marks, discovered once per version of its test files ------------------------------
+MARKS_CACHE = "nki-library-marks.json"
+MARKS_CACHE_LIMIT = 1 << 20
+
+
+def _tree_state(test_root) -> str:
+    """A digest of every Python file under the test folder by path, size and modification time: what the library's
+    mark discovery reads."""
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(test_root).rglob("*.py")):
+        st = path.stat()
+        digest.update(f"{path.relative_to(test_root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _checked_marks(data: bytes, state: str):
+    """The marks a cache file holds for this state of the tree, or None (another state, or not what this plugin
+    writes: the file is read as untrusted)."""
+    import json
+
+    try:
+        saved = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not (isinstance(saved, dict) and saved.get("state") == state and isinstance(saved.get("marks"), dict)):
+        return None
+    marks = saved["marks"]
+    return marks if all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()) else None
+
+
+def cached_mark_discovery(discover):
+    """The library's conftest registers the pytest marks its test classes declare by parsing every test file of the
+    tree, twice, at each session's start (about 2 s of a one-file run's start-up). The result depends only on those
+    files, so it is kept in the folder --nki-library-cache names (scripts/nki_library_tests.sh gives one) beside a
+    digest of the tree, and discovered again when a file changes; without that option, every time."""
+    import json
+
+    def marks(test_root):
+        folder = _options.get("cache")
+        if folder is None:
+            return discover(test_root)
+        from localneuron.runtime import checked_files
+
+        state = _tree_state(test_root)
+        try:
+            directory = checked_files.open_root(folder, private=True)
+        except (OSError, checked_files.Untrusted):
+            return discover(test_root)
+        try:
+            data = checked_files.read_regular(directory, MARKS_CACHE, private=True)
+            found = _checked_marks(data, state) if data is not None and len(data) <= MARKS_CACHE_LIMIT else None
+            if found is None:
+                found = discover(test_root)
+                checked_files.write_atomic(directory, MARKS_CACHE, json.dumps({"state": state, "marks": found}).encode())
+            return found
+        except (OSError, checked_files.Untrusted):  # a cache it cannot use: discover as the library does
+            return discover(test_root)
+        finally:
+            os.close(directory)
+    return marks
+
+
+_options: dict = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--nki-library-cache", default=None,
+                     help="a folder of this user's where the plugin keeps the tree's discovered marks")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the library's conftest discovers its marks
+def pytest_configure(config):
+    _options["cache"] = config.getoption("nki_library_cache")
+
+
+def pytest_plugin_registered(plugin, manager):
+    if isinstance(plugin, types.ModuleType) and callable(getattr(plugin, "discover_pytest_test_metadata_marks", None)) \
+            and plugin.__name__.endswith("conftest"):
+        plugin.discover_pytest_test_metadata_marks = cached_mark_discovery(plugin.discover_pytest_test_metadata_marks)
 
 
 def pytest_sessionstart(session):
