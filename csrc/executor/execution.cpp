@@ -56,17 +56,24 @@ bool partly_overlaps(const at::Tensor& out, const at::Tensor& read) {
          at::get_overlap_status(out, read) == at::MemOverlapStatus::Partial;
 }
 
+// The tensor argument i that the call writes (in place or out=), or nullptr.
+const at::Tensor* written_tensor(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin,
+                                 size_t i) {
+  const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+  const c10::IValue& written = stack[begin + i];
+  if (alias == nullptr || !alias->isWrite() || !written.isTensor() || !written.toTensor().defined()) return nullptr;
+  return &written.toTensor();
+}
+
 // Whether the call writes into a tensor in a way that must run at the call (write_must_run_at_call) for any tensor
 // argument it reads (the first call of a signature runs at the call, so only later calls need this; this runs on
 // every in-place call).
 bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin) {
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); i++) {
-    const c10::AliasInfo* alias = args[i].alias_info();
-    const c10::IValue& written = stack[begin + i];
-    if (alias == nullptr || !alias->isWrite() || !written.isTensor()) continue;
-    const at::Tensor& out = written.toTensor();
-    if (!out.defined()) continue;
+    const at::Tensor* written = written_tensor(schema, stack, begin, i);
+    if (written == nullptr) continue;
+    const at::Tensor& out = *written;
     if (writes_repeated_elements(out)) return true;
     for (size_t j = 0; j < args.size(); j++) {
       const c10::IValue& read = stack[begin + j];
@@ -78,14 +85,9 @@ bool overlapping_write(const c10::FunctionSchema& schema, const torch::jit::Stac
 
 // Whether the call writes (in place or out=) a tensor that is not contiguous; part of its signature (signature.h).
 bool writes_strided(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t begin) {
-  const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); i++) {
-    const c10::AliasInfo* alias = args[i].alias_info();
-    const c10::IValue& written = stack[begin + i];
-    if (alias != nullptr && alias->isWrite() && written.isTensor() && written.toTensor().defined() &&
-        !written.toTensor().is_contiguous()) {
-      return true;
-    }
+  for (size_t i = 0; i < schema.arguments().size(); i++) {
+    const at::Tensor* written = written_tensor(schema, stack, begin, i);
+    if (written != nullptr && !written->is_contiguous()) return true;
   }
   return false;
 }

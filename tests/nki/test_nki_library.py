@@ -5,7 +5,6 @@ tests, run unchanged through scripts/nki_library_tests.sh, each case held to the
 The whole suite and the table: python scripts/nki_library_report.py (docs/nki-library.md lists every case).
 Skips with the reason when the library tree or the framework's PyPI requirements are absent.
 """
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,19 +17,21 @@ from localneuron.nki import library_tree
 PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "scripts"))
 sys.path.insert(0, str(PROJECT / "tests" / "support"))
+sys.path.insert(0, str(PROJECT / "localneuron" / "nki" / "library_shim"))
+import requirements_met  # noqa: E402
 
 # test file -> -k expression: kernels of different families, each small at the library's fast shapes
 FAST_TIER = {
     "test/integration/nkilib/core/cumsum/test_cumsum.py": "fast or (sweep and (1-256 or 1-512 or 1024-256))",
 }
-REQUIREMENTS = ("ml_dtypes", "pytest_html", "pytest_metadata", "allpairspy", "aws_embedded_metrics", "fabric2")
+REQUIREMENTS = PROJECT / "localneuron" / "nki" / "library_shim" / "requirements.txt"
 
 
 def _library():
     root = library_tree.find()
     if root is None:
         pytest.skip(f"AWS's NKI Library tree is absent; fetch it with: {library_tree.FETCH_COMMAND}")
-    missing = [name for name in REQUIREMENTS if importlib.util.find_spec(name) is None]
+    missing = requirements_met.missing(REQUIREMENTS.read_text().splitlines())
     if missing:
         pytest.skip(f"the NKI Library test framework needs {', '.join(missing)} from PyPI "
                     f"(pip install -r localneuron/nki/library_shim/requirements.txt)")
